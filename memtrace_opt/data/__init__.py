@@ -1,0 +1,59 @@
+"""Benchmark datasets: typed conversations and questions, loaders, slicing and resolution by name."""
+
+from __future__ import annotations
+
+from memtrace_opt.data._types import (
+    ABSTAIN_ANSWER,
+    CATEGORY_ORDER,
+    Conversation,
+    Dataset,
+    DatasetStats,
+    Question,
+    Session,
+    Turn,
+    category_sort_key,
+    session_of,
+)
+from memtrace_opt.data.loader import SAMPLE_PATH, load_dataset, load_sample
+from memtrace_opt.data.locomo import LOCOMO_CATEGORIES, clean_evidence, load_locomo
+from memtrace_opt.data.longmemeval import load_longmemeval
+from memtrace_opt.data.resolve import (
+    SOURCES,
+    DatasetSource,
+    fetch_dataset,
+    load_data,
+    resolve_data,
+    user_data_dir,
+)
+from memtrace_opt.data.slicing import DataSlice, DataSpec, SessionRange, parse_data_spec, parse_sessions
+
+__all__ = [
+    "ABSTAIN_ANSWER",
+    "CATEGORY_ORDER",
+    "LOCOMO_CATEGORIES",
+    "SAMPLE_PATH",
+    "SOURCES",
+    "Conversation",
+    "DataSlice",
+    "DataSpec",
+    "Dataset",
+    "DatasetSource",
+    "DatasetStats",
+    "Question",
+    "Session",
+    "SessionRange",
+    "Turn",
+    "category_sort_key",
+    "clean_evidence",
+    "fetch_dataset",
+    "load_data",
+    "load_dataset",
+    "load_locomo",
+    "load_longmemeval",
+    "load_sample",
+    "parse_data_spec",
+    "parse_sessions",
+    "resolve_data",
+    "session_of",
+    "user_data_dir",
+]

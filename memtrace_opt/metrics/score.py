@@ -1,0 +1,79 @@
+"""Category-aware scoring of one prediction against one question, as LoCoMo's upstream evaluation does.
+
+- abstention questions (LoCoMo adversarial, LongMemEval `*_abs`): the right behaviour is to decline;
+  F1 and BLEU-1 are 1 if the prediction abstains (see `is_abstention`) and 0 otherwise;
+- multi-hop: comma-separated multi-answer F1;
+- open-domain: only the part of the gold before the first ';' counts (upstream does the same);
+- everything else: token F1.
+`correct_by_rule` is the judge-free verdict: the abstention check for abstention questions; otherwise
+F1 > 0.5, or every gold token appears in the prediction (verbose but right answers), and never when
+the prediction abstains.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from memtrace_opt.data import Question
+from memtrace_opt.metrics.text import bleu1, multi_answer_f1, token_scores
+
+CORRECT_F1 = 0.5
+
+_ABSTAIN = re.compile(
+    r"not mentioned|never mentioned|(?:is|was)n'?t mentioned|no mention|not in the conversation"
+    r"|(?:does|did|do)(?: not|n'?t) (?:mention|say|specify|state)"
+    r"|no (?:relevant |specific )?information|not enough information|insufficient information"
+    r"|information (?:\w+ )?(?:is|was)(?: not|n'?t) enough"
+    r"|\bunknown\b|cannot be determined|can'?t be determined|(?:cannot|can'?t|unable to|could not|couldn'?t) determine"
+    r"|not possible to (?:determine|tell|know)|i do(?: not|n'?t) know|(?:cannot|can'?t|unable to) answer"
+    r"|unanswerable|not (?:specified|stated|provided|available|discussed|known)|no record"
+)
+
+
+def is_abstention(prediction: str) -> bool:
+    """Whether a prediction declines to answer ("Not mentioned in the conversation", "I don't know")."""
+    text = str(prediction).lower().replace("\u2019", "'")
+    return bool(_ABSTAIN.search(text))
+
+
+@dataclass(frozen=True)
+class AnswerScore:
+    """Lexical scores of one prediction; `rule` names how they were computed."""
+
+    f1: float
+    bleu1: float
+    recall: float
+    abstained: bool
+    correct_by_rule: bool
+    rule: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AnswerScore:
+        return cls(**{k: data[k] for k in ("f1", "bleu1", "recall", "abstained", "correct_by_rule", "rule")})
+
+
+def score_answer(question: Question, prediction: str | None) -> AnswerScore:
+    """Score `prediction` against `question`'s gold answer according to its category."""
+    text = "" if prediction is None else str(prediction)
+    abstained = is_abstention(text)
+    if question.abstention:
+        value = 1.0 if abstained else 0.0
+        return AnswerScore(value, value, value, abstained, abstained, "abstention")
+    gold = question.answer
+    if question.category == "open-domain":
+        gold = gold.split(";")[0].strip()
+    if question.category == "multi-hop":
+        parts = [g.strip() for g in gold.split(",")]
+        f1 = multi_answer_f1(text, gold)
+        recall = min(token_scores(text, part).recall for part in parts)
+        rule = "multi-f1"
+    else:
+        scores = token_scores(text, gold)
+        f1, recall, rule = scores.f1, scores.recall, "f1"
+    correct = not abstained and (f1 > CORRECT_F1 or recall == 1.0)
+    return AnswerScore(f1, bleu1(text, gold), recall, abstained, correct, rule)

@@ -1,0 +1,87 @@
+"""Category-aware scoring: abstention, multi-hop, open-domain, the judge-free rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from memtrace_opt.data import ABSTAIN_ANSWER, Question, load_sample
+from memtrace_opt.metrics import AnswerScore, is_abstention, score_answer
+
+
+def sample_question(text: str) -> Question:
+    (conversation,) = load_sample().conversations
+    return next(q for q in conversation.questions if q.question == text)
+
+
+def make(answer: str, category: str = "single-hop", abstention: bool = False) -> Question:
+    return Question("x:q0", "?", answer, category, None, ("D1:1",), abstention=abstention)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Not mentioned in the conversation.",
+        "There is no information about Maya's dog.",
+        "Unknown",
+        "It cannot be determined from the conversation.",
+        "I don\u2019t know.",
+        "The conversation does not mention a dog.",
+        "The information provided is not enough.",
+    ],
+)
+def test_abstentions_are_recognized(text: str) -> None:
+    assert is_abstention(text)
+
+
+@pytest.mark.parametrize("text", ["Biscuit", "Denver, Colorado", "No, the trip was cancelled", "June 2023"])
+def test_answers_are_not_abstentions(text: str) -> None:
+    assert not is_abstention(text)
+
+
+def test_adversarial_question_rewards_abstaining_only() -> None:
+    question = sample_question("What is the name of Maya's dog?")
+    assert question.answer == ABSTAIN_ANSWER
+    right = score_answer(question, "That is not mentioned; Theo is the one with a dog.")
+    assert (right.f1, right.bleu1, right.correct_by_rule, right.rule) == (1.0, 1.0, True, "abstention")
+    wrong = score_answer(question, "Biscuit")  # the trap answer
+    assert (wrong.f1, wrong.correct_by_rule, wrong.abstained) == (0.0, False, False)
+
+
+def test_longmemeval_style_abstention() -> None:
+    question = make("The information provided is not enough. You never said ...", "knowledge-update", True)
+    assert score_answer(question, "I don't know").correct_by_rule
+    assert score_answer(question, "Five engineers").f1 == 0.0
+
+
+def test_multi_hop_uses_multi_answer_f1() -> None:
+    question = sample_question("Which cities has Maya lived in?")
+    full = score_answer(question, "Denver, Boston")
+    assert (full.f1, full.rule, full.correct_by_rule) == (1.0, "multi-f1", True)
+    half = score_answer(question, "Boston")  # gold parts boston (1.0) and denver (0.0): mean 0.5
+    assert half.f1 == 0.5 and half.recall == 0.0
+    assert not half.correct_by_rule  # F1 must exceed 0.5
+
+
+def test_open_domain_scores_the_gold_before_the_semicolon() -> None:
+    question = make("Colorado; Denver is the capital of Colorado", "open-domain")
+    assert score_answer(question, "Colorado").f1 == 1.0
+
+
+def test_verbose_but_right_answer_is_correct_by_rule() -> None:
+    question = sample_question("When did Maya move to Denver?")  # gold "June 2023"
+    score = score_answer(question, "Maya moved to Denver in June 2023")
+    assert score.f1 == pytest.approx(4 / 9)  # see the hand-worked F1 in test_text_metrics
+    assert score.recall == 1.0 and score.correct_by_rule
+
+
+def test_abstaining_on_an_answerable_question_is_wrong() -> None:
+    question = make("No")
+    score = score_answer(question, "No information about that")
+    assert score.abstained and not score.correct_by_rule
+
+
+def test_missing_prediction_and_round_trip() -> None:
+    score = score_answer(make("Denver"), None)
+    assert (score.f1, score.bleu1, score.correct_by_rule) == (0.0, 0.0, False)
+    scored = score_answer(make("June 2023"), "June 2023")
+    assert AnswerScore.from_dict(scored.to_dict()) == scored
