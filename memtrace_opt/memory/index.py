@@ -1,0 +1,138 @@
+"""Search over the live units of a store: dense (an Embedder), lexical (BM25 via bm25s), or hybrid (RRF).
+
+An index observes its store, so it always reflects the latest live version of every unit; searching never
+returns a deleted unit or a superseded version.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtrace_opt.embed import Embedder
+from memtrace_opt.memory.store import MemoryStore, MemoryUnit, StoreEvent
+
+__all__ = ["Hit", "SearchIndex", "rrf_fuse", "tokenize"]
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an the and or of to in on at for with is was are were be been it its this that i you he she we they "
+    "my your his her our their me him them do did does have has had what when where who which how".split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOP]
+
+
+@dataclass(frozen=True)
+class Hit:
+    unit: MemoryUnit
+    score: float
+
+
+def rrf_fuse(rankings: Sequence[Sequence[str]], k: int = 60) -> list[tuple[str, float]]:
+    """Reciprocal-rank fusion of several ranked id lists: score(id) = sum 1 / (k + rank), rank from 1."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+class SearchIndex:
+    """Dense + BM25 index of a store's live units, kept in sync through the store's observer reports.
+
+    `accept` (optional) limits the index to the units it returns True for (e.g. only episodes and events,
+    not the raw MemCells they were extracted from); units it rejects are never embedded or returned.
+    """
+
+    def __init__(self, store: MemoryStore, embedder: Embedder, *, text_of=None, accept=None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self._text_of = text_of or (lambda unit: unit.text)
+        self._accept = accept or (lambda unit: True)
+        self._units: dict[str, MemoryUnit] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        self._bm25 = None
+        self._bm25_ids: list[str] = []
+        self._lock = threading.RLock()
+        for unit in store.active():
+            self._upsert(unit)
+        store.subscribe(self)
+
+    # store observer --------------------------------------------------------------------------------
+    def on_store_event(self, event: StoreEvent) -> None:
+        if event.action in ("add", "update"):
+            self._upsert(event.unit)
+        elif event.action == "delete":
+            with self._lock:
+                self._units.pop(event.unit.unit_id, None)
+                self._vectors.pop(event.unit.unit_id, None)
+                self._bm25 = None
+
+    def _upsert(self, unit: MemoryUnit) -> None:
+        if not self._accept(unit):
+            return
+        vector = self.embedder.embed([self._text_of(unit)])[0]
+        with self._lock:
+            self._units[unit.unit_id] = unit
+            self._vectors[unit.unit_id] = vector
+            self._bm25 = None
+
+    # search ----------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._units)
+
+    def dense(self, query: str, k: int) -> list[Hit]:
+        with self._lock:
+            ids = list(self._units)
+            if not ids or k <= 0:
+                return []
+            matrix = np.stack([self._vectors[i] for i in ids])
+        q = self.embedder.embed([query])[0]
+        scores = matrix @ q
+        order = sorted(range(len(ids)), key=lambda i: (-float(scores[i]), i))[:k]
+        return [Hit(self._units[ids[i]], float(scores[i])) for i in order]
+
+    def lexical(self, query: str, k: int) -> list[Hit]:
+        import bm25s
+
+        with self._lock:
+            if not self._units or k <= 0:
+                return []
+            if self._bm25 is None:
+                self._bm25_ids = list(self._units)
+                corpus = [tokenize(self._text_of(self._units[i])) or ["_"] for i in self._bm25_ids]
+                retriever = bm25s.BM25()
+                retriever.index(corpus, show_progress=False)
+                self._bm25 = retriever
+            retriever, ids = self._bm25, list(self._bm25_ids)
+            units = dict(self._units)
+        terms = tokenize(query)
+        if not terms:
+            return []
+        docs, scores = retriever.retrieve([terms], k=min(k, len(ids)), show_progress=False, n_threads=1)
+        hits = [Hit(units[ids[int(d)]], float(s)) for d, s in zip(docs[0], scores[0]) if float(s) > 0]
+        return hits
+
+    def hybrid(self, query: str, k: int, *, pool: int = 50, rrf_k: int = 60) -> list[Hit]:
+        """RRF over the dense and BM25 top-`pool` lists; the score is the fused RRF score."""
+        dense = self.dense(query, pool)
+        lexical = self.lexical(query, pool)
+        fused = rrf_fuse([[h.unit.unit_id for h in dense], [h.unit.unit_id for h in lexical]], k=rrf_k)
+        with self._lock:
+            return [Hit(self._units[i], s) for i, s in fused[:k] if i in self._units]
+
+    def search(self, query: str, k: int, mode: str = "dense") -> list[Hit]:
+        if mode == "dense":
+            return self.dense(query, k)
+        if mode == "bm25":
+            return self.lexical(query, k)
+        if mode == "hybrid":
+            return self.hybrid(query, k)
+        raise ValueError(f"unknown search mode {mode!r}: dense, bm25 or hybrid")

@@ -1,0 +1,43 @@
+"""Find a memory program by built-in name or by import path (`mypkg.module:MyMemory`)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.programs.base import MemoryProgram
+
+__all__ = ["BUILTIN_SYSTEMS", "load_program_class", "make_program"]
+
+BUILTIN_SYSTEMS: dict[str, str] = {
+    "long_context": "memtrace_opt.programs.long_context:LongContextMemory",
+    "rag": "memtrace_opt.programs.rag:RAGMemory",
+    "mem0": "memtrace_opt.programs.mem0:Mem0Memory",
+    "evermemos": "memtrace_opt.programs.evermemos:EverMemOS",
+}
+
+
+def load_program_class(system: str) -> type[MemoryProgram]:
+    """A built-in name (long_context, rag, mem0, evermemos) or `package.module:ClassName`."""
+    target = BUILTIN_SYSTEMS.get(system, system)
+    if ":" not in target:
+        raise ConfigError(
+            f"unknown system {system!r}: use one of {', '.join(BUILTIN_SYSTEMS)} or an import path module:Class"
+        )
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"cannot import {module_name!r} for system {system!r}: {error}") from error
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise ConfigError(f"{module_name!r} has no attribute {attr!r}")
+    if not (isinstance(cls, type) and issubclass(cls, MemoryProgram)):
+        raise ConfigError(f"{target} is not a MemoryProgram subclass (see memtrace_opt.programs.base)")
+    return cls
+
+
+def make_program(system: str, settings: dict[str, Any] | None = None) -> MemoryProgram:
+    cls = load_program_class(system)
+    return cls(cls.Config.from_dict(settings))
