@@ -1,0 +1,217 @@
+"""The run directory of DESIGN.md: one place where a run's artifacts live, written as they are produced.
+
+```
+<run>/config.yaml     resolved configuration (models by role, system, data slice, seeds); no secrets
+      manifest.json   schema_version, versions, timings, LM usage by role, counts, rounds
+      cases.jsonl     one line per question: ids, gold, prediction, scores, correct, graph path
+      graphs/*.json   evolution graphs, one per conversation run
+      events.jsonl    the trace events
+      verdicts.jsonl  attribution verdicts
+      program.json    the (compiled) DSPy program state
+      report.html     a self-contained page
+```
+cases.jsonl is appended and flushed per question, so a crash keeps every answered question.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memtrace_opt.errors import MemtraceError
+
+__all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "read_jsonl", "write_json", "versions"]
+
+SCHEMA_VERSION = 1
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Deterministic JSON (sorted keys, 2-space indent, trailing newline), written atomically."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Reads JSON lines; a truncated last line (a crash mid-write) is skipped, any other bad line is an error."""
+    rows: list[dict[str, Any]] = []
+    if not path.exists():
+        return rows
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            if number == len(lines):
+                break
+            raise MemtraceError(f"{path}: line {number} is not valid JSON ({error.msg})") from error
+    return rows
+
+
+def versions() -> dict[str, str]:
+    import dspy
+    import networkx
+
+    import memtrace_opt
+
+    return {
+        "memtrace_opt": memtrace_opt.__version__,
+        "dspy": getattr(dspy, "__version__", "?"),
+        "networkx": networkx.__version__,
+        "python": platform.python_version(),
+    }
+
+
+@dataclass
+class CaseRecord:
+    """One question of a run, as a line of cases.jsonl."""
+
+    case_id: str
+    system: str
+    dataset: str
+    sample_id: str
+    question_id: str
+    question: str
+    gold: str
+    prediction: str
+    category: str
+    evidence: list[str]
+    abstention: bool
+    scores: dict[str, float | None]
+    correct: bool
+    graph: str | None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "case_id": self.case_id,
+            "system": self.system,
+            "dataset": self.dataset,
+            "sample_id": self.sample_id,
+            "question_id": self.question_id,
+            "question": self.question,
+            "gold": self.gold,
+            "prediction": self.prediction,
+            "category": self.category,
+            "evidence": list(self.evidence),
+            "abstention": self.abstention,
+            "scores": dict(self.scores),
+            "correct": self.correct,
+            "graph": self.graph,
+            "error": self.error,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseRecord:
+        return cls(
+            case_id=data["case_id"],
+            system=data.get("system", ""),
+            dataset=data.get("dataset", ""),
+            sample_id=data["sample_id"],
+            question_id=data["question_id"],
+            question=data.get("question", ""),
+            gold=str(data.get("gold", "")),
+            prediction=str(data.get("prediction", "")),
+            category=data.get("category", ""),
+            evidence=list(data.get("evidence", [])),
+            abstention=bool(data.get("abstention", False)),
+            scores=dict(data.get("scores", {})),
+            correct=bool(data.get("correct", False)),
+            graph=data.get("graph"),
+            error=data.get("error"),
+            extra=dict(data.get("extra", {})),
+        )
+
+
+class RunDir:
+    """Paths and writers of one run directory."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._lock = threading.Lock()
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def cases_path(self) -> Path:
+        return self.root / "cases.jsonl"
+
+    @property
+    def graphs_dir(self) -> Path:
+        return self.root / "graphs"
+
+    @property
+    def events_path(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def verdicts_path(self) -> Path:
+        return self.root / "verdicts.jsonl"
+
+    @property
+    def program_path(self) -> Path:
+        return self.root / "program.json"
+
+    @property
+    def report_path(self) -> Path:
+        return self.root / "report.html"
+
+    def graph_path(self, sample_id: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sample_id)
+        return self.graphs_dir / f"{safe}.json"
+
+    def create(self, *, fresh: bool = True) -> RunDir:
+        if fresh and self.cases_path.exists():
+            raise MemtraceError(f"{self.root} already holds a run (cases.jsonl); choose another --out or remove it")
+        self.graphs_dir.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def require(self) -> RunDir:
+        if not self.cases_path.exists():
+            raise MemtraceError(f"{self.root} is not a run directory (no cases.jsonl)")
+        return self
+
+    # writers -----------------------------------------------------------------------------------------
+    def write_config(self, config: dict[str, Any]) -> None:
+        text = yaml.safe_dump({"schema_version": SCHEMA_VERSION, **config}, sort_keys=True, allow_unicode=True)
+        self.config_path.write_text(text, encoding="utf-8")
+
+    def read_config(self) -> dict[str, Any]:
+        if not self.config_path.exists():
+            return {}
+        return yaml.safe_load(self.config_path.read_text(encoding="utf-8")) or {}
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json(self.manifest_path, {"schema_version": SCHEMA_VERSION, **manifest})
+
+    def read_manifest(self) -> dict[str, Any]:
+        if not self.manifest_path.exists():
+            return {}
+        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+
+    def append_case(self, case: CaseRecord) -> None:
+        line = json.dumps(case.to_dict(), sort_keys=True, ensure_ascii=False)
+        with self._lock, self.cases_path.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+
+    def read_cases(self) -> list[CaseRecord]:
+        return [CaseRecord.from_dict(row) for row in read_jsonl(self.cases_path)]
