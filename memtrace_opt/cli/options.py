@@ -1,0 +1,104 @@
+"""Typer options shared by commands: --config and the model of each role. Flags override the file.
+
+    @app.command()
+    def run(config: ConfigOption = None, lm: LmOption = None, lm_api_base: LmApiBaseOption = None, ...):
+        roles = roles_from_cli(config, lm=lm, lm_api_base=lm_api_base, ...)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from memtrace_opt.config import load_config, merge, roles_from_config
+from memtrace_opt.lm.roles import ModelRoles
+
+MODEL_HELP = "embedded[:1.5b|0.5b|smollm2|/path.gguf], fake, or a LiteLLM model string such as openai/gpt-4.1-mini"
+
+# Optional[...] rather than `X | None`: typer reads these annotations at runtime on Python 3.10 too.
+ConfigOption = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option("--config", help="YAML config file; flags override its values.", dir_okay=False),
+]
+LmOption = Annotated[Optional[str], typer.Option("--lm", help=f"Task model: {MODEL_HELP}.")]  # noqa: UP045
+LmApiBaseOption = Annotated[
+    Optional[str], typer.Option("--lm-api-base", help="API base URL for the task model.")  # noqa: UP045
+]
+JudgeLmOption = Annotated[
+    Optional[str], typer.Option("--judge-lm", help="Judge model (default: the task model).")  # noqa: UP045
+]
+JudgeApiBaseOption = Annotated[
+    Optional[str], typer.Option("--judge-api-base", help="API base URL for the judge model.")  # noqa: UP045
+]
+ReflectionLmOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--reflection-lm", help="Model that rewrites prompts (default: the task model)."),
+]
+ReflectionApiBaseOption = Annotated[
+    Optional[str], typer.Option("--reflection-api-base", help="API base URL for the reflection model.")  # noqa: UP045
+]
+AttributorLmOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--attributor-lm", help="Model that attributes failures (default: the task model)."),
+]
+AttributorApiBaseOption = Annotated[
+    Optional[str], typer.Option("--attributor-api-base", help="API base URL for the attributor model.")  # noqa: UP045
+]
+
+
+def model_overrides(
+    lm: str | None = None,
+    lm_api_base: str | None = None,
+    judge_lm: str | None = None,
+    judge_api_base: str | None = None,
+    reflection_lm: str | None = None,
+    reflection_api_base: str | None = None,
+    attributor_lm: str | None = None,
+    attributor_api_base: str | None = None,
+) -> dict[str, Any]:
+    """The model flags as a config overlay for `merge` (None = flag not given)."""
+    pairs = {
+        "task": (lm, lm_api_base),
+        "judge": (judge_lm, judge_api_base),
+        "reflection": (reflection_lm, reflection_api_base),
+        "attributor": (attributor_lm, attributor_api_base),
+    }
+    models = {
+        role: {"model": model, "api_base": base}
+        for role, (model, base) in pairs.items()
+        if model is not None or base is not None
+    }
+    return {"models": models} if models else {}
+
+
+def config_from_cli(config_path: Path | None, **model_flags: str | None) -> dict[str, Any]:
+    """The config file (if any) with the model flags layered over it."""
+    return merge(load_config(config_path), model_overrides(**model_flags))
+
+
+def roles_from_cli(
+    config_path: Path | None,
+    lm: str | None = None,
+    lm_api_base: str | None = None,
+    judge_lm: str | None = None,
+    judge_api_base: str | None = None,
+    reflection_lm: str | None = None,
+    reflection_api_base: str | None = None,
+    attributor_lm: str | None = None,
+    attributor_api_base: str | None = None,
+) -> ModelRoles:
+    """Model roles from defaults < config file < flags. A role left unset uses the task model."""
+    cfg = config_from_cli(
+        config_path,
+        lm=lm,
+        lm_api_base=lm_api_base,
+        judge_lm=judge_lm,
+        judge_api_base=judge_api_base,
+        reflection_lm=reflection_lm,
+        reflection_api_base=reflection_api_base,
+        attributor_lm=attributor_lm,
+        attributor_api_base=attributor_api_base,
+    )
+    return roles_from_config(cfg)

@@ -1,0 +1,160 @@
+"""Model roles: which LM plays the task, the judge, the reflection (prompt rewriting) and the attributor.
+
+A `ModelSpec.model` is any LiteLLM model string ("openai/gpt-4.1-mini", "ollama_chat/qwen2.5",
+"openai/<name>" with `api_base` for a vLLM or llama.cpp server), "embedded[:...]" for the in-process
+llama.cpp model, or "fake" for the deterministic FakeEngine. API keys are never stored: a spec names
+the environment variable that holds one (`api_key_env`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from memtrace_opt.errors import ConfigError, ModelUnavailable
+
+ROLES = ("task", "judge", "reflection", "attributor")
+FAKE = "fake"
+ENGINE_KEYS = ("n_ctx", "n_threads")  # extra keys the embedded engine consumes
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to reach one role's model. `extra` goes to `dspy.LM` (or the embedded engine: n_ctx, n_threads)."""
+
+    model: str = "embedded"
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        """"embedded", "fake" or "litellm"."""
+        from memtrace_opt.lm.embedded import is_embedded
+
+        if is_embedded(self.model):
+            return "embedded"
+        return FAKE if self.model == FAKE or self.model.startswith(FAKE + "/") else "litellm"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "api_base": self.api_base,
+            "api_key_env": self.api_key_env,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "extra": dict(sorted(self.extra.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "models.task") -> ModelSpec:
+        """Build a spec from config data, raising ConfigError naming `where.<key>` for a bad key or type."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(sorted(known))})")
+        values = {k: v for k, v in data.items() if v is not None}
+        checks: dict[str, tuple[type, ...]] = {
+            "model": (str,), "api_base": (str,), "api_key_env": (str,),
+            "temperature": (int, float), "max_tokens": (int,), "extra": (Mapping,),
+        }
+        for key, value in values.items():
+            if not isinstance(value, checks[key]) or isinstance(value, bool):
+                want = " or ".join(t.__name__ for t in checks[key])
+                raise ConfigError(f"{where}.{key}: expected {want}, got {type(value).__name__} {value!r}")
+        if "model" in values and not values["model"].strip():
+            raise ConfigError(f"{where}.model: must not be empty")
+        if "temperature" in values:
+            values["temperature"] = float(values["temperature"])
+        if "extra" in values:
+            values["extra"] = dict(values["extra"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class ModelRoles:
+    """A ModelSpec per role; an unset role uses the task role's spec."""
+
+    task: ModelSpec = field(default_factory=ModelSpec)
+    judge: ModelSpec | None = None
+    reflection: ModelSpec | None = None
+    attributor: ModelSpec | None = None
+
+    def spec(self, role: str) -> ModelSpec:
+        if role not in ROLES:
+            raise ValueError(f"unknown model role {role!r}; roles are {', '.join(ROLES)}")
+        return getattr(self, role) or self.task
+
+    def resolved(self) -> dict[str, ModelSpec]:
+        return {role: self.spec(role) for role in ROLES}
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """Every role, resolved (what ran), in ROLES order. Holds env var names, never keys."""
+        return {role: spec.to_dict() for role, spec in self.resolved().items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, where: str = "models") -> ModelRoles:
+        data = data or {}
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: expected a mapping of role -> model spec")
+        for role in data:
+            if role not in ROLES:
+                raise ConfigError(f"{where}.{role}: unknown model role (roles: {', '.join(ROLES)})")
+        specs = {role: ModelSpec.from_dict(v, f"{where}.{role}") for role, v in data.items() if v is not None}
+        return cls(**specs)
+
+
+def _api_key(spec: ModelSpec, role: str) -> str | None:
+    if spec.api_key_env:
+        key = os.environ.get(spec.api_key_env)
+        if not key:
+            raise ModelUnavailable(
+                f"{role} model {spec.model}: environment variable {spec.api_key_env} is not set"
+            )
+        return key
+    if spec.api_base and spec.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+        return "unused"  # local OpenAI-compatible servers (vLLM, llama.cpp) accept any key
+    return None
+
+
+def build_lm(spec: ModelSpec, role: str = "task", *, usage: Any = None, fake_engine: Any = None) -> Any:
+    """A `RoleLM` (a dspy.LM) for `spec` playing `role`, recording into `usage` (a UsageTracker).
+
+    Embedded: checks llama_cpp and the weights now (ModelUnavailable with the fix), loads on first call.
+    Fake: uses `fake_engine` or a FakeEngine with the built-in systems' default skills. LiteLLM: api key from `api_key_env`.
+    """
+    from memtrace_opt.lm.usage import RoleLM
+
+    extra = dict(spec.extra)
+    common: dict[str, Any] = {"role": role, "usage": usage, "temperature": spec.temperature,
+                              "max_tokens": spec.max_tokens}
+    if spec.kind == "embedded":
+        from memtrace_opt.lm.embedded import EmbeddedEngine
+
+        engine_args = {k: extra.pop(k) for k in ENGINE_KEYS if k in extra}
+        local = EmbeddedEngine(spec.model, **engine_args)
+        local.prepare()
+        return RoleLM(local.lm_name, engine=local, **common, **extra)
+    if spec.kind == FAKE:
+        from memtrace_opt.testing.fake_lm import FakeEngine
+        from memtrace_opt.testing.skills import default_skills
+
+        name = spec.model if "/" in spec.model else f"fake/{role}"
+        extra.setdefault("cache", False)
+        extra.setdefault("num_retries", 0)
+        engine = fake_engine or FakeEngine(skills=default_skills())
+        return RoleLM(name, engine=engine, **common, **extra)
+    key = _api_key(spec, role)
+    client: dict[str, Any] = {k: v for k, v in (("api_base", spec.api_base), ("api_key", key)) if v is not None}
+    from dspy.utils.exceptions import LMConfigurationError
+
+    try:
+        return RoleLM(spec.model, **common, **client, **extra)
+    except (ValueError, TypeError, LMConfigurationError) as exc:
+        raise ConfigError(f"models.{role}: {exc}") from exc
