@@ -1,0 +1,88 @@
+"""The report in a real browser: headless Chromium over the DevTools pipe, no network.
+
+Opens the report of a failed Mem0 run, clicks a failed question, checks the graph is drawn with the blamed
+op marked, clicks ops and checks their instruction shows. Skipped only where Chromium is missing and CI is
+not set; in CI a missing browser fails the test (install: apt-get install -y chromium).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from memtrace_opt.report import write_report
+from memtrace_opt.report.browser import HeadlessChromium, find_chromium
+from memtrace_opt.report.demo_run import ANSWER_INSTRUCTION, DECIDE_INSTRUCTION, write_demo_run
+
+CASE = "mem0/locomo/conv-26-q3"  # "Where does Caroline work?": a bad update decision deleted the memory
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = find_chromium()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is required in CI: apt-get install -y chromium")
+        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium); CI runs this test")
+    return path
+
+
+@pytest.fixture(scope="module")
+def report_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = write_demo_run(tmp_path_factory.mktemp("browser") / "run", filler_sessions=150)
+    return write_report(run).path
+
+
+def _text(browser: HeadlessChromium, selector: str) -> str:
+    return browser.evaluate(f"(document.querySelector({json.dumps(selector)}) || {{}}).textContent || ''")
+
+
+def test_click_a_failed_question_see_its_graph_and_the_blamed_op(chromium: str, report_page: Path) -> None:
+    with HeadlessChromium(chromium, width=1440, height=1000) as browser:
+        browser.open(report_page.as_uri())
+        assert "Questions" in _text(browser, ".cards")
+        assert browser.evaluate("document.querySelectorAll('.case-item').length") == 6
+
+        browser.click(f'.case-item[data-case="{CASE}"]')
+        browser.wait_for("document.querySelector('.qhead .question').textContent === 'Where does Caroline work?'")
+        assert browser.evaluate(f"document.querySelector('.case-item.sel').dataset.case === {json.dumps(CASE)}")
+        drawn = browser.evaluate("document.querySelectorAll('#graph-svg .node').length")
+        edges = browser.evaluate("document.querySelectorAll('#graph-svg path.edge').length")
+        assert 10 <= drawn <= 60 and edges >= drawn - 2
+        blamed = browser.evaluate("Array.from(document.querySelectorAll('#graph-svg .node.blamed')).map(g => g.dataset.node)")
+        verdict_op = browser.evaluate("document.querySelector('.verdict button.linkish').dataset.node")
+        assert blamed == [verdict_op]
+        assert "BLAMED" in _text(browser, "#graph-svg .node.blamed .badge")
+        assert browser.evaluate("document.querySelectorAll('#graph-svg .node.evt').length") == 2  # D1:4, D3:2
+        assert browser.evaluate("document.querySelectorAll('#graph-svg path.edge.p').length") > 0
+
+        browser.click("#graph-svg .node.blamed")  # a real mouse click on the drawn op
+        browser.wait_for(f"document.getElementById('inspector').dataset.node === {json.dumps(verdict_op)}")
+        assert DECIDE_INSTRUCTION[:60] in _text(browser, "#inspector .instruction")
+        assert "DeletionError" in _text(browser, "#inspector")
+
+        answer_op = browser.evaluate(
+            "Array.from(document.querySelectorAll('#trail button')).map(b => b.dataset.node).pop()")
+        browser.click(f'#trail button[data-node="{answer_op}"]')  # centres the graph on the answering op
+        browser.click(f'#graph-svg .node[data-node="{answer_op}"]')
+        browser.wait_for(f"document.getElementById('inspector').dataset.node === {json.dumps(answer_op)}")
+        assert ANSWER_INSTRUCTION[:50] in _text(browser, "#inspector .instruction")
+        assert "LM calls" in _text(browser, "#inspector")
+
+        browser.click('#etype-filters button[data-etype="RetrievalError"]')
+        assert browser.evaluate("document.querySelectorAll('.case-item').length") == 1
+        assert browser.page_errors == []
+        assert all(url.startswith(("file:", "data:", "about:")) for url in browser.requests), browser.requests
+
+
+def test_optimization_rounds_and_accepted_diff_render(chromium: str, report_page: Path) -> None:
+    with HeadlessChromium(chromium) as browser:
+        browser.open(report_page.as_uri() + "#case=" + CASE.replace("/", "%2F"))
+        assert browser.evaluate("document.querySelector('.case-item.sel').dataset.case") == CASE
+        assert browser.evaluate("!document.getElementById('optimize').hidden")
+        assert browser.evaluate("document.querySelectorAll('#accuracy-plot circle.pt').length") == 3
+        assert "DELETE only when" in _text(browser, "#optimize ins.diff-ins")
+        assert browser.page_errors == []
