@@ -19,8 +19,18 @@ __all__ = ["to_jsonable", "from_jsonable", "refs_in", "canonical_json", "content
 _MARKERS = ("$mem", "$turn", "$question")
 
 
+_NATIVE = frozenset({str, int, float, bool, type(None)})
+
+
 def to_jsonable(value: Any) -> Any:
     """A JSON-native copy of `value`; units, turns and questions carry their graph node id."""
+    cls = type(value)
+    if cls in _NATIVE:  # fast paths for the exact built-in types (the trace hook calls this on every op)
+        return value
+    if cls is list or cls is tuple:
+        return [to_jsonable(v) for v in value]
+    if cls is dict:
+        return {k if type(k) is str else str(k): to_jsonable(v) for k, v in value.items()}
     from memtrace_opt.data import Question, Turn  # local: data imports nothing from memory
 
     if value is None or isinstance(value, (str, bool, int, float)):

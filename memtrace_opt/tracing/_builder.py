@@ -1,0 +1,339 @@
+"""The builder behind `build_graph`: nodes and edges collected in ordered dicts, the value-flow indexes, and
+the bulk fill of the networkx graph. Private: see `memtrace_opt.tracing.graph` for the rules it implements."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import networkx as nx
+
+from memtrace_opt.tracing.events import OpEvent, StoreRecord
+from memtrace_opt.tracing.ids import answer_node, mem_id, question_node, turn_id
+
+_MIN_MATCH_CHARS = 8
+_REF_KEYS = ("$mem", "$turn", "$question")
+_VTYPES = {
+    "facts": "fact",
+    "fact": "fact",
+    "query": "query",
+    "queries": "query",
+    "summary": "summary",
+    "summaries": "summary",
+    "episodes": "episode",
+    "episode": "episode",
+    "context": "context",
+    "answer": "answer",
+}
+
+
+def _key(value: Any) -> Any:
+    """A hashable stand-in for a value worth matching (None for values never matched): a string itself, a
+    list of strings as a tuple, any other ref-free value as its canonical JSON."""
+    cls = type(value)
+    if cls is str:
+        return value if len(value) >= _MIN_MATCH_CHARS else None
+    if cls is list:
+        if not value:
+            return None
+        first = value[0]
+        if type(first) is dict and ("$mem" in first or "$turn" in first or "$question" in first):
+            return None  # lists of units (turns, questions) link through their nodes (see `by_unit`)
+        flat = []
+        for item in value:
+            kind = type(item)
+            if kind is str:
+                flat.append(item)
+                continue
+            if kind is dict and ("$mem" in item or "$turn" in item or "$question" in item):
+                return None
+            frozen = _flat(item)
+            if frozen is None:
+                return ("json", json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                                           default=str))
+            flat.append(frozen)
+        return tuple(flat)
+    if cls is dict:
+        if not value or _REF_KEYS[0] in value or _REF_KEYS[1] in value or _REF_KEYS[2] in value:
+            return None
+        flat = _flat(value)
+        if flat is not None:
+            return flat
+        return ("json", json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str))
+    return None
+
+
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat(value: Any) -> Any:
+    """A scalar, or a dict of scalars as a sorted item tuple (tagged); None for anything deeper."""
+    kind = type(value)
+    if kind in _SCALAR_TYPES:
+        return value
+    if kind is dict:
+        for item in value.values():
+            if type(item) not in _SCALAR_TYPES:
+                return None
+        return ("dict", *sorted(value.items()))
+    return None
+
+
+def _refs(value: Any, out: list[tuple[str, Any]]) -> None:
+    """(node id, the ref dict) for every ref inside a JSON value, in order."""
+    kind = type(value)
+    if kind is dict:
+        ref = value.get("$mem") or value.get("$turn") or value.get("$question")
+        if ref is not None:
+            out.append((ref, value))
+            return
+        items: Iterable[Any] = value.values()
+    elif kind is list:
+        items = value
+    else:
+        return
+    for item in items:
+        kind = type(item)
+        if kind is dict:
+            ref = item.get("$mem") or item.get("$turn") or item.get("$question")
+            if ref is not None:
+                out.append((ref, item))
+            else:
+                _refs(item, out)
+        elif kind is list:
+            _refs(item, out)
+
+
+class Builder:
+    """Collects nodes and edges in plain ordered dicts; `graph()` hands them to networkx in one go."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.edges: dict[tuple[str, str, str], None] = {}
+        self.whole: dict[Any, str] = {}  # value key -> var node (latest producer)
+        self.element: dict[Any, str] = {}  # list element key -> var node (latest producer)
+        self.by_unit: dict[str, str] = {}  # mem node -> the latest var that passed it on (a retrieved list)
+        self.var_seq: dict[str, int] = {}  # var node -> seq of the op that produced it
+        self.ancestors: frozenset[int] = frozenset()  # seqs of the ops enclosing the op being linked
+
+    def graph(self, attrs: dict[str, Any]) -> nx.MultiDiGraph:
+        G = nx.MultiDiGraph()
+        G.graph.update(attrs)
+        if not _fast_fill(G, self.nodes, self.edges):
+            G.add_nodes_from(self.nodes.items())
+            G.add_edges_from((u, v, role, {"role": role}) for u, v, role in self.edges)
+        return G
+
+    # nodes -------------------------------------------------------------------------------------------
+    def mem(self, unit: dict[str, Any]) -> str:
+        node = mem_id(unit["unit_id"], int(unit["version"]))
+        if node not in self.nodes:
+            self.nodes[node] = {
+                "kind": "var",
+                "vtype": "memory",
+                "value": unit.get("text"),
+                "unit_id": unit["unit_id"],
+                "version": int(unit["version"]),
+                "deleted": bool(unit.get("deleted", False)),
+                "unit_kind": unit.get("kind", "memory"),
+                "timestamp": unit.get("timestamp"),
+                "source_turns": list(unit.get("source_turns") or []),
+                "metadata": unit.get("metadata") or {},
+            }
+        return node
+
+    def ref_node(self, ref: str, payload: Any) -> str | None:
+        if ref in self.nodes:
+            return ref
+        if not isinstance(payload, dict):
+            return None
+        if ref.startswith("mem:") and "unit_id" in payload:
+            return self.mem(payload)
+        if ref.startswith("turn:") and "dia_id" in payload:
+            self.turn(payload)
+            return ref
+        if ref.startswith("q:") and "question_id" in payload:
+            self.question(payload)
+            return ref
+        return None
+
+    def turn(self, data: dict[str, Any]) -> None:
+        self.nodes[turn_id(str(data["dia_id"]))] = {
+            "kind": "var",
+            "vtype": "turn",
+            "value": data.get("text"),
+            "dia_id": str(data["dia_id"]),
+            "speaker": data.get("speaker"),
+            "session_index": data.get("session_index"),
+            "timestamp": data.get("timestamp"),
+            "image_caption": data.get("image_caption"),
+        }
+
+    def question(self, data: dict[str, Any]) -> None:
+        qid = str(data["question_id"])
+        self.nodes[question_node(qid)] = {
+            "kind": "var",
+            "vtype": "question",
+            "value": data.get("question"),
+            "question_id": qid,
+            "gold": data.get("answer"),
+            "evidence": list(data.get("evidence") or []),
+            "category": data.get("category"),
+            "question_date": data.get("question_date"),
+        }
+
+    def answer(self, question_id: str, value: Any) -> str:
+        node = answer_node(question_id)
+        found = self.nodes.get(node)
+        if found is None:
+            self.nodes[node] = {"kind": "var", "vtype": "answer", "value": value, "question_id": question_id}
+        else:
+            found["value"] = value
+        return node
+
+    # ops ---------------------------------------------------------------------------------------------
+    def op(
+        self,
+        event: OpEvent,
+        node: str,
+        parent: str | None,
+        lm_calls: list[dict[str, Any]],
+        store: list[StoreRecord],
+        own_writes: set[str],
+        answers_for: str | None,
+        ancestors: frozenset[int] = frozenset(),
+    ) -> None:
+        edges = self.edges
+        self.ancestors = ancestors
+        self.nodes[node] = {
+            "kind": "op",
+            "op": event.op,
+            "predictor": event.predictor,
+            "seq": event.seq,
+            "started_at": event.started_at,
+            "ended_at": event.ended_at,
+            "inputs": event.inputs,
+            "outputs": event.outputs,
+            "instructions": event.instructions,
+            "lm_calls": lm_calls,
+            "error": event.error,
+            "parent": parent,
+            "replayed": event.replayed,
+            "content_key": event.content_key,
+            "writes_store": event.writes_store,
+        }
+        inputs = event.inputs or {}
+        refs: list[tuple[str, Any]] = []
+        _refs(inputs, refs)
+        nodes, by_unit = self.nodes, self.by_unit
+        for ref, payload in refs:
+            source = ref if ref in nodes else self.ref_node(ref, payload)
+            if source is not None:
+                edges[(source, node, "input")] = None
+            var = by_unit.get(ref)  # a unit handed on from an earlier retrieved list, even reordered or cut
+            if var is not None:
+                self._consume(var, node)
+        if self.whole:
+            self._link_values(inputs, node)
+        for record in store:
+            unit = self.mem(record.unit)
+            if record.action == "read":
+                edges[(unit, node, "input")] = None
+                continue
+            if record.previous is not None:
+                edges[(self.mem(record.previous), node, "input")] = None
+            edges[(node, unit, "output")] = None
+        outputs = event.outputs or {}
+        seq = event.seq
+        for name, value in outputs.items():
+            if name == "error":
+                continue
+            if name == "answer" and answers_for is not None:
+                edges[(node, self.answer(answers_for, value), "output")] = None
+                continue
+            found: list[tuple[str, Any]] = []
+            if type(value) is dict or type(value) is list:
+                _refs(value, found)
+            mems = [r for r in found if r[0].startswith("mem:")] if found else found
+            for ref, payload in mems:  # units the op returned but did not write: it read them
+                if ref not in own_writes:
+                    source = ref if ref in nodes else self.ref_node(ref, payload)
+                    if source is not None:
+                        edges[(source, node, "input")] = None
+            if mems and len(mems) == len(found) and _only_units(value) and all(r in own_writes for r, _ in mems):
+                continue  # nothing but the op's own writes: the unit versions are its outputs already
+            var = f"var:{seq}:{name}"
+            vtype = "retrieved" if mems else _VTYPES.get(name, name)
+            nodes[var] = {"kind": "var", "vtype": vtype, "value": value, "name": name}
+            edges[(node, var, "output")] = None
+            self.var_seq[var] = seq
+            self._index(value, var)
+            if vtype == "retrieved":
+                for ref, _ in mems:
+                    by_unit[ref] = var
+
+    def _index(self, value: Any, var: str) -> None:
+        key = _key(value)
+        if key is None:
+            return
+        self.whole[key] = var
+        if type(value) is list:
+            element = self.element
+            for item in value:
+                item_key = _key(item)
+                if item_key is not None:
+                    element[item_key] = var
+
+    def _link_values(self, inputs: dict[str, Any], node: str) -> None:
+        whole, element = self.whole, self.element
+        for value in inputs.values():
+            key = _key(value)
+            if key is None:
+                continue
+            var = whole.get(key) or element.get(key)
+            if var is not None:
+                self._consume(var, node)
+            elif type(value) is list:
+                for item in value:
+                    item_key = _key(item)
+                    if item_key is not None:
+                        var = whole.get(item_key) or element.get(item_key)
+                        if var is not None:
+                            self._consume(var, node)
+
+    def _consume(self, var: str, node: str) -> None:
+        # a var of an enclosing op is produced after its nested ops end: linking it would make a cycle
+        if self.var_seq[var] not in self.ancestors:
+            self.edges[(var, node, "input")] = None
+
+
+def _fast_fill(G: nx.MultiDiGraph, nodes: dict[str, dict[str, Any]], edges: Iterable[tuple[str, str, str]]) -> bool:
+    """Fills an empty MultiDiGraph through its documented adjacency dicts (`_node`, `_succ`, `_pred`: node ->
+    neighbour -> key -> edge data, the key dict shared by both directions), in the order `add_node` and
+    `add_edge` would give, about ten times faster than `add_edges_from`. False (nothing done) if this
+    networkx keeps its graph some other way; the caller then uses the public API."""
+    node_map, succ, pred = getattr(G, "_node", None), getattr(G, "_succ", None), getattr(G, "_pred", None)
+    if type(node_map) is not dict or type(succ) is not dict or type(pred) is not dict or G.number_of_nodes():
+        return False
+    for node, data in nodes.items():
+        node_map[node] = data
+        succ[node] = {}
+        pred[node] = {}
+    for u, v, role in edges:
+        if u not in node_map:
+            node_map[u], succ[u], pred[u] = {}, {}, {}
+        if v not in node_map:
+            node_map[v], succ[v], pred[v] = {}, {}, {}
+        keys = succ[u].get(v)
+        if keys is None:
+            keys = succ[u][v] = pred[v][u] = {}
+        keys[role] = {"role": role}
+    return True
+
+
+def _only_units(value: Any) -> bool:
+    """A unit ref, or a non-empty list of unit refs."""
+    if type(value) is dict:
+        return "$mem" in value
+    return type(value) is list and bool(value) and all(type(v) is dict and "$mem" in v for v in value)
