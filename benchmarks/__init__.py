@@ -1,0 +1,1 @@
+"""Benchmarks: MemTraceBench (building, fault injection, labels, scoring) and benchmark scripts."""

@@ -1,0 +1,120 @@
+"""MemTraceBench records: a labelled failed case (DESIGN.md's bench case line), its label and injection."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memtrace_opt.attribution import FailedCase
+
+__all__ = ["BENCH_SCHEMA_VERSION", "SOURCES", "Label", "Injection", "BenchCase"]
+
+BENCH_SCHEMA_VERSION = 1
+SOURCES = ("injected", "lineage", "human")
+
+
+@dataclass(frozen=True)
+class Label:
+    """The root cause of a bench case. `op_id` is None for GoldError. `source`: injected, lineage or human."""
+
+    error_type: str
+    op_id: str | None
+    op: str | None
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error_type": self.error_type, "op_id": self.op_id, "op": self.op, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Label:
+        return cls(str(data["error_type"]), data.get("op_id"), data.get("op"), str(data.get("source", "")))
+
+
+@dataclass(frozen=True)
+class Injection:
+    """Which operation call was perturbed (`op_id`, its name, its seq) and how; `forced` is what replay forced
+    as its outputs (merged over the recorded outputs)."""
+
+    op_id: str
+    op: str
+    seq: int
+    error_type: str
+    how: str
+    forced: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op_id": self.op_id, "op": self.op, "seq": self.seq, "error_type": self.error_type, "how": self.how,
+                "forced": self.forced}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Injection:
+        return cls(str(data["op_id"]), str(data["op"]), int(data["seq"]), str(data["error_type"]),
+                   str(data.get("how", "")), dict(data.get("forced") or {}))
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One labelled failure. `graph` is relative to the directory of the case file."""
+
+    case_id: str
+    system: str
+    dataset: str
+    sample_id: str
+    question_id: str
+    question: str
+    gold: str
+    prediction: str
+    evidence: tuple[str, ...]
+    graph: str
+    label: Label
+    injection: Injection | None = None
+    category: str = ""
+    abstention: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": BENCH_SCHEMA_VERSION,
+            "case_id": self.case_id,
+            "system": self.system,
+            "dataset": self.dataset,
+            "sample_id": self.sample_id,
+            "question_id": self.question_id,
+            "question": self.question,
+            "gold": self.gold,
+            "prediction": self.prediction,
+            "evidence": list(self.evidence),
+            "graph": self.graph,
+            "label": self.label.to_dict(),
+            "injection": self.injection.to_dict() if self.injection else None,
+            "category": self.category,
+            "abstention": self.abstention,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchCase:
+        injection = data.get("injection")
+        return cls(
+            case_id=str(data["case_id"]),
+            system=str(data.get("system", "")),
+            dataset=str(data.get("dataset", "")),
+            sample_id=str(data.get("sample_id", "")),
+            question_id=str(data["question_id"]),
+            question=str(data.get("question", "")),
+            gold=str(data.get("gold", "")),
+            prediction=str(data.get("prediction", "")),
+            evidence=tuple(str(e) for e in data.get("evidence") or ()),
+            graph=str(data["graph"]),
+            label=Label.from_dict(data["label"]),
+            injection=Injection.from_dict(injection) if injection else None,
+            category=str(data.get("category") or ""),
+            abstention=bool(data.get("abstention", False)),
+        )
+
+    def failed_case(self, root: Path) -> FailedCase:
+        """The case to attribute (the label is not in it), its graph resolved against `root`."""
+        question = {"question_id": self.question_id, "question": self.question, "answer": self.gold,
+                    "category": self.category, "evidence": list(self.evidence), "abstention": self.abstention}
+        return FailedCase(self.case_id, question, self.gold, self.prediction, self.evidence, self.system,
+                          self.sample_id, graph_path=root / self.graph)

@@ -1,0 +1,186 @@
+"""Score attribution methods on MemTraceBench: error-type accuracy, operation accuracy (exact op id; for a
+GoldError label, naming GoldError), both, per system and label source, a confusion matrix of error types,
+and the cost per case.
+
+Verdicts go to `<bench>/eval/<method>.jsonl` and the scores to `<bench>/eval/results.json`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from memtrace_opt.attribution import ERROR_TYPES, GOLD, AttributionConfig, Verdict, attribute_cases
+from memtrace_opt.attribution.runs import verdict_line
+from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, BenchCase
+from memtrace_opt.benchmarks.memtracebench.build import CASES_FILE
+from memtrace_opt.errors import MemtraceError
+
+__all__ = ["Score", "MethodScore", "load_bench", "score_verdicts", "eval_bench", "score_tables", "confusion_table"]
+
+
+def load_bench(path: str | Path) -> tuple[Path, list[BenchCase]]:
+    """(the directory, its cases) from a bench directory or its cases.jsonl. MemtraceError if absent."""
+    path = Path(path)
+    file = path / CASES_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise MemtraceError(f"{path}: no MemTraceBench cases ({CASES_FILE})")
+    rows = [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return file.parent, [BenchCase.from_dict(row) for row in rows]
+
+
+@dataclass(frozen=True)
+class Score:
+    """Accuracy over `n` cases."""
+
+    n: int = 0
+    type_hits: int = 0
+    op_hits: int = 0
+    both_hits: int = 0
+
+    def add(self, type_hit: bool, op_hit: bool) -> Score:
+        return Score(self.n + 1, self.type_hits + type_hit, self.op_hits + op_hit, self.both_hits + (type_hit and op_hit))
+
+    def rate(self, hits: int) -> float:
+        return hits / self.n if self.n else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "type_acc": round(self.rate(self.type_hits), 4), "op_acc": round(self.rate(self.op_hits), 4),
+                "both_acc": round(self.rate(self.both_hits), 4)}
+
+
+@dataclass(frozen=True)
+class MethodScore:
+    method: str
+    overall: Score
+    by_system: dict[str, Score] = field(default_factory=dict)
+    by_source: dict[str, Score] = field(default_factory=dict)
+    by_type: dict[str, Score] = field(default_factory=dict)
+    confusion: dict[str, dict[str, int]] = field(default_factory=dict)
+    cost: dict[str, float] = field(default_factory=dict)
+    errors: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "overall": self.overall.to_dict(),
+            "by_system": {k: v.to_dict() for k, v in sorted(self.by_system.items())},
+            "by_source": {k: v.to_dict() for k, v in sorted(self.by_source.items())},
+            "by_type": {k: v.to_dict() for k, v in sorted(self.by_type.items())},
+            "confusion": self.confusion,
+            "cost_per_case": self.cost,
+            "errors": self.errors,
+        }
+
+
+def _hits(case: BenchCase, verdict: Verdict) -> tuple[bool, bool]:
+    type_hit = verdict.error_type == case.label.error_type
+    if case.label.error_type == GOLD:
+        return type_hit, type_hit
+    return type_hit, verdict.op_id is not None and verdict.op_id == case.label.op_id
+
+
+def score_verdicts(method: str, cases: Sequence[BenchCase], verdicts: Sequence[Verdict]) -> MethodScore:
+    """Score verdicts (matched to cases by case_id) against the cases' labels."""
+    by_id = {v.case_id: v for v in verdicts}
+    overall = Score()
+    by_system: dict[str, Score] = {}
+    by_source: dict[str, Score] = {}
+    by_type: dict[str, Score] = {}
+    confusion: dict[str, Counter[str]] = {}
+    totals: Counter[str] = Counter()
+    errors = 0
+    for case in cases:
+        verdict = by_id.get(case.case_id) or Verdict.failed(case.case_id, method, "no verdict")
+        type_hit, op_hit = _hits(case, verdict)
+        overall = overall.add(type_hit, op_hit)
+        by_system[case.system] = by_system.get(case.system, Score()).add(type_hit, op_hit)
+        by_source[case.label.source] = by_source.get(case.label.source, Score()).add(type_hit, op_hit)
+        by_type[case.label.error_type] = by_type.get(case.label.error_type, Score()).add(type_hit, op_hit)
+        predicted = verdict.error_type or "error"
+        confusion.setdefault(case.label.error_type, Counter())[predicted] += 1
+        errors += verdict.error is not None
+        totals["lm_calls"] += verdict.cost.lm_calls
+        totals["prompt_tokens"] += verdict.cost.prompt_tokens
+        totals["completion_tokens"] += verdict.cost.completion_tokens
+        totals["seconds"] += verdict.cost.seconds  # type: ignore[assignment]
+    n = max(1, len(cases))
+    cost = {key: round(value / n, 3) for key, value in totals.items()}
+    return MethodScore(method, overall, by_system, by_source, by_type,
+                       {k: dict(v) for k, v in confusion.items()}, cost, errors)
+
+
+def eval_bench(
+    bench: str | Path,
+    methods: Iterable[str],
+    *,
+    lm: Any = None,
+    config: AttributionConfig | None = None,
+    limit: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    num_threads: int = 1,
+) -> list[MethodScore]:
+    """Run each method on the bench's cases and score it; writes `eval/<method>.jsonl` and `eval/results.json`."""
+    root, cases = load_bench(bench)
+    if limit is not None:
+        cases = cases[:limit]
+    out = root / "eval"
+    out.mkdir(parents=True, exist_ok=True)
+    scores = []
+    for method in methods:
+        def tick(done: int, total: int, verdict: Verdict, method: str = method) -> None:
+            if progress is not None:
+                progress(method, done, total)
+
+        failed = [c.failed_case(root) for c in cases]
+        verdicts = attribute_cases(failed, method, lm=lm, config=config, progress=tick, num_threads=num_threads)
+        (out / f"{method}.jsonl").write_text("".join(verdict_line(v) + "\n" for v in verdicts), encoding="utf-8")
+        scores.append(score_verdicts(method, cases, verdicts))
+    results = {"schema_version": BENCH_SCHEMA_VERSION, "cases": len(cases), "methods": [s.to_dict() for s in scores]}
+    (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return scores
+
+
+def _pct(score: Score, hits: int) -> str:
+    return f"{score.rate(hits):.0%}" if score.n else "-"
+
+
+def score_tables(scores: Sequence[MethodScore]) -> list[Table]:
+    """Accuracy and cost per method; accuracy per method and system."""
+    main = Table(title="MemTraceBench: attribution accuracy")
+    for column in ("method", "cases", "type acc", "op acc", "both", "LM calls", "tokens", "seconds", "errors"):
+        main.add_column(column, justify="left" if column == "method" else "right")
+    for s in scores:
+        tokens = s.cost.get("prompt_tokens", 0) + s.cost.get("completion_tokens", 0)
+        main.add_row(s.method, str(s.overall.n), _pct(s.overall, s.overall.type_hits), _pct(s.overall, s.overall.op_hits),
+                     _pct(s.overall, s.overall.both_hits), f"{s.cost.get('lm_calls', 0):.1f}", f"{tokens:.0f}",
+                     f"{s.cost.get('seconds', 0):.2f}", str(s.errors))
+    systems = sorted({k for s in scores for k in s.by_system})
+    per_system = Table(title="type acc / op acc by system")
+    per_system.add_column("method")
+    for system in systems:
+        per_system.add_column(system, justify="right")
+    for s in scores:
+        cells = [f"{_pct(x, x.type_hits)} / {_pct(x, x.op_hits)} (n={x.n})" if (x := s.by_system.get(system)) else "-"
+                 for system in systems]
+        per_system.add_row(s.method, *cells)
+    return [main, per_system]
+
+
+def confusion_table(score: MethodScore) -> Table:
+    """Rows: labelled error type; columns: predicted error type."""
+    predicted = [t for t in (*ERROR_TYPES, "error") if any(t in row for row in score.confusion.values())]
+    table = Table(title=f"confusion ({score.method}): label (rows) x prediction (columns)")
+    table.add_column("label")
+    for name in predicted:
+        table.add_column(name.replace("Error", ""), justify="right")
+    for label in [t for t in ERROR_TYPES if t in score.confusion]:
+        row = score.confusion[label]
+        table.add_row(label, *[str(row.get(name, 0)) for name in predicted])
+    return table

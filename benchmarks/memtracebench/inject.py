@@ -1,0 +1,196 @@
+"""Fault injection: for a question the system answered right, outputs of one operation that would lose the
+information it needed, one plan per error type the system's shape allows.
+
+| error type | perturbed op | how |
+|---|---|---|
+| ExtractionError | the first LM-backed write op that carried the information (else any carrier) | items/sentences holding it removed |
+| UpdateError | a later update decision (an op whose outputs are `{event, unit_id, text}` actions) that was shown the unit holding it | an UPDATE of that unit, with text that lacks it |
+| DeletionError | the same kind of op | a DELETE of that unit |
+| RetrievalError | the question's first retrieval op, else its last merge/rerank | the returned units holding it removed |
+| ResponseError | the answer op | a wrong answer |
+
+Store-writing ops cannot be forced (replay always runs them), so there is no injection at them: long-context
+trimming and ingestion, RAG indexing. A plan is kept only if replaying it makes the answer wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memtrace_opt.attribution import (
+    DELETION,
+    EXTRACTION,
+    RESPONSE,
+    RETRIEVAL,
+    UPDATE,
+    GraphView,
+    error_type_for_op,
+)
+from memtrace_opt.attribution._flow import Flow
+from memtrace_opt.attribution._graph import value_parts
+
+__all__ = ["Plan", "plan_injections", "INJECTABLE"]
+
+INJECTABLE = (EXTRACTION, UPDATE, DELETION, RETRIEVAL, RESPONSE)
+WRONG_ANSWER = "Not mentioned in the conversation"
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+Holds = Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Force `forced` as the outputs of op `op_id` (seq `seq`); its fault is `error_type`."""
+
+    error_type: str
+    op_id: str
+    op: str
+    seq: int
+    forced: dict[str, Any]
+    how: str
+
+
+def _writes(view: GraphView, op: str) -> bool:
+    return bool(view.attrs(op).get("writes_store"))
+
+
+def _strip(value: Any, holds: Holds) -> Any:
+    """`value` without the list items / sentences that hold the information (None if nothing changed)."""
+    if isinstance(value, str):
+        sentences = [s for s in _SENTENCE.split(value) if s.strip()]
+        kept = [s for s in sentences if not holds(s)]
+        return " ".join(kept) if len(kept) < len(sentences) else None
+    if isinstance(value, list):
+        kept = [item for item in value if not holds(value_parts([item]))]
+        return kept if len(kept) < len(value) else None
+    return None
+
+
+def _strip_outputs(outputs: Mapping[str, Any], holds: Holds) -> dict[str, Any]:
+    forced: dict[str, Any] = {}
+    for key, value in outputs.items():
+        if key == "error":
+            continue
+        stripped = _strip(value, holds)
+        if stripped is not None:
+            forced[key] = stripped
+    return forced
+
+
+def _extraction(view: GraphView, flow: Flow, holds: Holds) -> list[Plan]:
+    plans = []
+    carriers = [op for op in flow.formation_ops(view) if not _writes(view, op)]
+    for op in carriers:
+        if error_type_for_op(view.op_name(op)) != EXTRACTION:
+            continue
+        outputs = view.attrs(op).get("outputs")
+        if isinstance(outputs, Mapping):
+            forced = _strip_outputs(outputs, holds)
+            if forced:
+                plans.append(Plan(EXTRACTION, op, view.op_name(op), view.seq(op), forced,
+                                  f"removed what holds the needed information from {', '.join(forced)}"))
+    return plans
+
+
+def _drop_units(view: GraphView, op: str, holds: Holds) -> Plan | None:
+    outputs = view.attrs(op).get("outputs")
+    if _writes(view, op) or not isinstance(outputs, Mapping):
+        return None
+    for key, value in outputs.items():
+        if isinstance(value, list) and value and all(isinstance(v, Mapping) and "$mem" in v for v in value):
+            keep = [i for i, item in enumerate(value) if not holds(value_parts([item]))]
+            if len(keep) == len(value):
+                continue
+            forced: dict[str, Any] = {key: [value[i] for i in keep]}
+            for other, parallel in outputs.items():
+                if other != key and isinstance(parallel, list) and len(parallel) == len(value):
+                    forced[other] = [parallel[i] for i in keep]
+            return Plan(RETRIEVAL, op, view.op_name(op), view.seq(op), forced,
+                        f"dropped {len(value) - len(keep)} returned units that hold the needed information")
+    return None
+
+
+def _retrieval(view: GraphView, flow: Flow, holds: Holds) -> list[Plan]:
+    """The question's first retrieval op, then its last read op before the answer that passes units on
+    (a merge or rerank, where a second retrieval round would otherwise restore what the first lost)."""
+    ops = [op for op in flow.read_ops if op != flow.answer_op
+           and error_type_for_op(view.op_name(op)) == RETRIEVAL]
+    ordered = [flow.first_retrieval] if flow.first_retrieval else []
+    ordered += [op for op in reversed(ops) if op not in ordered]
+    plans = [_drop_units(view, op, holds) for op in ordered]
+    return [p for p in plans if p is not None]
+
+
+def _action_field(outputs: Any) -> str | None:
+    if not isinstance(outputs, Mapping):
+        return None
+    for key, value in outputs.items():
+        if isinstance(value, list) and any(isinstance(v, Mapping) and "event" in v for v in value):
+            return key
+    return None
+
+
+def _shown(view: GraphView, op: str, unit_id: str) -> bool:
+    """Whether the decision op was shown (a version of) the unit: it can only act on units it saw."""
+    return any(view.is_mem(n) and view.unit_id(n) == unit_id for n in view.inputs(op))
+
+
+def _decision(view: GraphView, flow: Flow, holds: Holds, error_type: str) -> Plan | None:
+    for unit in flow.live:
+        created = view.written_at(unit)
+        unit_id = view.unit_id(unit)
+        deciders = [op for op in view.ops if created < view.seq(op) < flow.question_seq and not _writes(view, op)
+                    and _action_field(view.attrs(op).get("outputs")) and _shown(view, op, unit_id)]
+        if not deciders:
+            continue
+        op = deciders[0]
+        outputs = view.attrs(op)["outputs"]
+        key = _action_field(outputs)
+        assert key is not None
+        actions = list(outputs[key])
+        if error_type == DELETION:
+            extra = {"event": "DELETE", "unit_id": unit_id, "text": view.text(unit)}
+            how = f"added a DELETE of {unit_id}, which held the needed information"
+        else:
+            stripped = _strip(view.text(unit), holds) or next(
+                (str(a.get("text")) for a in actions if a.get("text") and not holds(str(a.get("text")))), "")
+            if not stripped:
+                continue
+            extra = {"event": "UPDATE", "unit_id": unit_id, "text": stripped}
+            how = f"added an UPDATE of {unit_id} that overwrites the needed information"
+        return Plan(error_type, op, view.op_name(op), view.seq(op), {key: [*actions, extra]}, how)
+    return None
+
+
+def _response(view: GraphView, flow: Flow, abstention: bool, distractor: str | None) -> Plan | None:
+    op = flow.answer_op
+    wrong = (distractor or "yes") if abstention else WRONG_ANSWER
+    return Plan(RESPONSE, op, view.op_name(op), view.seq(op), {"answer": wrong}, f"answered {wrong!r}")
+
+
+def plan_injections(
+    view: GraphView,
+    flow: Flow,
+    kinds: Sequence[str] = INJECTABLE,
+    *,
+    abstention: bool = False,
+    distractor: str | None = None,
+) -> list[Plan]:
+    """Plans for the question `flow` follows, by error type in `kinds` order: for extraction one per op that
+    carried the information (LM-backed first), for retrieval the first retrieval op then the last one that
+    passes units on, for the others at most one."""
+    holds: Holds = flow.needed.holds
+    plans: list[Plan | None] = []
+    for kind in kinds:
+        if kind == EXTRACTION:
+            plans.extend(_extraction(view, flow, holds))
+        elif kind == RETRIEVAL:
+            plans.extend(_retrieval(view, flow, holds))
+        elif kind in (UPDATE, DELETION):
+            plans.append(_decision(view, flow, holds, kind))
+        elif kind == RESPONSE:
+            plans.append(_response(view, flow, abstention, distractor))
+    return [p for p in plans if p is not None]

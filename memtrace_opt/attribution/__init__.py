@@ -1,0 +1,74 @@
+"""Root-cause attribution of failed questions over memory evolution graphs.
+
+    from memtrace_opt.attribution import attribute_cases, FailedCase
+    verdicts = attribute_cases(cases, "graphtrace", lm=attributor_lm)
+
+Methods (by name): `lineage` (rules, no LM), `graphtrace` (structure first, then small local LM questions),
+`counterfactual` (graphtrace candidates confirmed by replay), and the baselines `all_at_once`,
+`step_by_step`, `binary_search`, `random`, `blame_response`.
+"""
+
+from memtrace_opt.attribution._graph import GraphUnavailable, GraphView, load_case_graph
+from memtrace_opt.attribution._types import (
+    DELETION,
+    ERROR_TYPES,
+    EXTRACTION,
+    GOLD,
+    RESPONSE,
+    RETRIEVAL,
+    UPDATE,
+    Cost,
+    FailedCase,
+    Verdict,
+    error_type_for_op,
+)
+from memtrace_opt.attribution.counterfactual import ReplayContext, ReplayProvider
+from memtrace_opt.attribution.protocol import (
+    AttributionConfig,
+    Attributor,
+    attribute_case,
+    attribute_cases,
+    get_attributor,
+    make_verdict,
+    method_names,
+    register_method,
+)
+from memtrace_opt.attribution.runs import (
+    AttributeRunResult,
+    attribute_run,
+    failed_cases,
+    read_verdicts,
+    summary_tables,
+)
+
+__all__ = [
+    "AttributeRunResult",
+    "AttributionConfig",
+    "Attributor",
+    "Cost",
+    "DELETION",
+    "ERROR_TYPES",
+    "EXTRACTION",
+    "FailedCase",
+    "GOLD",
+    "GraphUnavailable",
+    "GraphView",
+    "RESPONSE",
+    "ReplayContext",
+    "ReplayProvider",
+    "RETRIEVAL",
+    "UPDATE",
+    "Verdict",
+    "attribute_case",
+    "attribute_cases",
+    "attribute_run",
+    "error_type_for_op",
+    "failed_cases",
+    "get_attributor",
+    "load_case_graph",
+    "make_verdict",
+    "method_names",
+    "read_verdicts",
+    "register_method",
+    "summary_tables",
+]

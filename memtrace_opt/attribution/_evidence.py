@@ -1,0 +1,219 @@
+"""What a failed question needed, and where it entered the conversation.
+
+`Evidence` names the turns that hold the answer: the gold evidence ids when the dataset gives them, else
+pseudo-evidence, MemTrace's way: the turns ranked highest by BM25 and by dense similarity (each over-sampled
+2x) fused by reciprocal rank (k=60), with the question plus the gold answer as the query.
+
+`NeededInfo.holds(text)` is the lexical test attribution rules use for "this value still carries the needed
+information": all of a short gold answer's content words (most of a long one; question words left out),
+or most of an evidence turn's content words in one part of the value.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from memtrace_opt.attribution._graph import GraphView
+from memtrace_opt.memory.index import rrf_fuse, tokenize
+from memtrace_opt.metrics._porter import porter_stem
+
+__all__ = ["Evidence", "NeededInfo", "content_tokens", "find_evidence", "needed_info", "pseudo_evidence"]
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"\b[A-Z][a-zA-Z'-]+")  # capitalised words after the question's first: who/what it is about
+ANSWER_RECALL = 0.65
+SHORT_ANSWER = 3
+TURN_RECALL = 0.6
+MIN_TURN_TOKENS = 3
+
+
+@lru_cache(maxsize=200_000)
+def content_tokens(text: str) -> frozenset[str]:
+    """Stemmed content words (stop words left out)."""
+    return frozenset(porter_stem(t) for t in tokenize(text))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The turn nodes that hold the answer. `source` is "gold" or "pseudo"; `strict` are the turns whose
+    words count for `NeededInfo` (all gold turns, or the best few pseudo turns)."""
+
+    turns: tuple[str, ...]
+    source: str
+    strict: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NeededInfo:
+    """The information a failed question needed: its gold answer and the text of its evidence turns."""
+
+    question: str
+    gold: str
+    evidence_texts: tuple[str, ...] = ()
+    abstention: bool = False
+    answer_tokens: frozenset[str] = field(init=False)
+    turn_tokens: tuple[frozenset[str], ...] = field(init=False)
+    names: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        answer = content_tokens(self.gold) if not self.abstention else frozenset()
+        specific = answer - content_tokens(self.question)
+        object.__setattr__(self, "answer_tokens", specific or answer)
+        named = " ".join(_NAME.findall(self.question.split(" ", 1)[1] if " " in self.question else ""))
+        object.__setattr__(self, "names", frozenset(t for t in content_tokens(named) - answer if len(t) > 1))
+        turns = tuple(t for t in (content_tokens(x) for x in self.evidence_texts) if len(t) >= MIN_TURN_TOKENS)
+        object.__setattr__(self, "turn_tokens", turns)
+
+    def score(self, text: str | Sequence[str]) -> float:
+        """How much of the needed information a value carries, in [0, 1] (1 = clearly all of it). `text` is
+        one text or a value's parts (see `value_parts`). The answer's words must come back in one segment
+        (a line, or a sentence of a long line) that also names someone or something the question names
+        (if it names any); the date of the part (a `[date]` header line, a `(... 2023)` timestamp) counts
+        for every segment of it; every number of the answer (a day, a year, a count) must be there. A list
+        answer's words may come from several segments. An evidence turn's words must come back in one
+        part."""
+        parts = [text] if isinstance(text, str) else list(text)
+        parts = [p for p in parts if p]
+        if not parts:
+            return 0.0
+        best = 0.0
+        if self.answer_tokens:
+            found = [seg for p in parts for seg in segments(p) if not self.names or self.names & seg.tokens]
+            if self.list_answer:
+                found = [Segment(frozenset().union(*(s.tokens for s in found)), frozenset().union(*(s.dates for s in found)))]
+            need = _required(len(self.answer_tokens))
+            numbers = frozenset(t for t in self.answer_tokens if t.isdigit())
+            for seg in found:
+                have = seg.tokens | seg.dates
+                score = len(self.answer_tokens & have) / need
+                best = max(best, score if numbers <= have else min(score, 0.99))
+        if self.turn_tokens:
+            for tokens in (content_tokens(p) for p in parts):
+                for turn in self.turn_tokens:
+                    best = max(best, len(turn & tokens) / len(turn) / TURN_RECALL)
+        return min(1.0, best)
+
+    @property
+    def list_answer(self) -> bool:
+        """A gold answer listing several items ("Boston, Denver"): its words may come from different parts."""
+        return any(mark in self.gold for mark in (",", ";", " and "))
+
+    def holds(self, text: str | Sequence[str]) -> bool:
+        return self.score(text) >= 1.0
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The content words of a line or sentence, and the date words of the part it is in."""
+
+    tokens: frozenset[str]
+    dates: frozenset[str]
+
+
+_HEADER = re.compile(r"^\s*\[[^\]]*\]\s*$")
+_STAMP = re.compile(r"\(([^()]*\b(?:19|20)\d\d\b[^()]*)\)")
+_SPEAKER = re.compile(r"^\s*([A-Z][\w .'-]{0,40}?):\s")
+_SENTENCES = re.compile(r"(?<=[.!?])\s+")
+LONG_LINE = 300
+
+
+@lru_cache(maxsize=100_000)
+def segments(text: str) -> tuple[Segment, ...]:
+    """A part split into segments for the answer test (see `NeededInfo.score`)."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    dates = frozenset().union(*(content_tokens(line) for line in lines if _HEADER.match(line)),
+                              *(content_tokens(m) for m in _STAMP.findall(text)))
+    found: list[Segment] = []
+    for line in lines:
+        if _HEADER.match(line):
+            continue
+        if len(line) <= LONG_LINE:
+            found.append(Segment(content_tokens(line), dates))
+            continue
+        speaker = _SPEAKER.match(line)
+        prefix = speaker.group(1) + " " if speaker else ""
+        found.extend(Segment(content_tokens(prefix + s), dates) for s in _SENTENCES.split(line) if s.strip())
+    return tuple(found)
+
+
+def _required(n: int) -> int:
+    """Answer words a value must carry: all of a short answer (dates, names), most of a long one."""
+    return n if n <= SHORT_ANSWER else math.ceil(ANSWER_RECALL * n)
+
+
+def pseudo_evidence(
+    view: GraphView, query: str, k: int = 8, *, embedder: str = "minilm", oversample: int = 2
+) -> list[str]:
+    """The `k` turn nodes most related to `query`: BM25 and dense top-`k*oversample` lists fused by RRF
+    (k=60). Falls back to BM25 alone when the embedder cannot be loaded."""
+    turns = [n for n in view.graph if view.is_turn(n)]
+    if not turns or k <= 0:
+        return []
+    texts = [view.turn_text(t) for t in turns]
+    pool = min(len(turns), k * oversample)
+    rankings = [_bm25_rank(texts, query, pool)]
+    try:
+        rankings.append(_dense_rank(texts, query, pool, embedder))
+    except Exception as error:  # noqa: BLE001 - a missing embedder degrades to BM25 only
+        log.warning("pseudo-evidence without dense ranking (%s: %s)", type(error).__name__, error)
+    fused = rrf_fuse([[turns[i] for i in ranking] for ranking in rankings], k=60)
+    return [node for node, _ in fused[:k]]
+
+
+def _bm25_rank(texts: Sequence[str], query: str, pool: int) -> list[int]:
+    import bm25s
+
+    terms = tokenize(query)
+    if not terms:
+        return []
+    retriever = bm25s.BM25()
+    retriever.index([tokenize(t) or ["_"] for t in texts], show_progress=False)
+    docs, scores = retriever.retrieve([terms], k=pool, show_progress=False, n_threads=1)
+    return [int(d) for d, s in zip(docs[0], scores[0], strict=False) if float(s) > 0]
+
+
+def _dense_rank(texts: Sequence[str], query: str, pool: int, embedder: str) -> list[int]:
+    from memtrace_opt.embed import get_embedder
+
+    model = get_embedder(embedder)
+    matrix = model.embed(list(texts))
+    scores = matrix @ model.embed([query])[0]
+    return sorted(range(len(texts)), key=lambda i: (-float(scores[i]), i))[:pool]
+
+
+_ID_SPLIT = re.compile(r"[;,\s]+")  # a few LoCoMo evidence ids hold several ids ("D8:6; D9:17")
+
+
+def find_evidence(
+    view: GraphView,
+    evidence_ids: Sequence[str],
+    question: str,
+    gold: str,
+    *,
+    k: int = 8,
+    strict_k: int = 1,
+    embedder: str = "minilm",
+) -> Evidence:
+    """Gold evidence turns present in the graph, else pseudo-evidence for question + gold answer."""
+    ids = [part for e in evidence_ids for part in _ID_SPLIT.split(str(e)) if part]
+    gold_turns = tuple(dict.fromkeys(f"turn:{e}" for e in ids if f"turn:{e}" in view.graph))
+    if gold_turns:
+        return Evidence(gold_turns, "gold", gold_turns)
+    ranked = tuple(pseudo_evidence(view, f"{question} {gold}", k, embedder=embedder))
+    return Evidence(ranked, "pseudo", ranked[:strict_k])
+
+
+def needed_info(view: GraphView, evidence: Evidence, question: str, gold: str, abstention: bool) -> NeededInfo:
+    """The needed information: the gold answer's words, plus the evidence turns' words when the evidence is
+    gold (pseudo-evidence turns count only when the answer has no content words of its own)."""
+    texts = tuple(view.turn_text(t) for t in evidence.strict)
+    info = NeededInfo(question, gold, texts, abstention)
+    if evidence.source != "gold" and info.answer_tokens:
+        info = NeededInfo(question, gold, (), abstention)
+    return info

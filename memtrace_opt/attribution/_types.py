@@ -1,0 +1,231 @@
+"""Value types of attribution: the failed case to explain, the verdict, its cost, and the error taxonomy.
+
+The taxonomy is MemTrace's: five memory-system faults plus `GoldError` (the dataset's answer is wrong).
+Which type a fault of an operation is follows from the operation's role in the pipeline
+(`error_type_for_op`):
+
+* forming memory from the conversation (ingest, chunk, index, extract_*, detect_boundary,
+  finalize_memcell): `ExtractionError`, information lost or distorted when memory is formed;
+* changing an existing unit (Mem0's update decision and its application when it UPDATEs):
+  `UpdateError`;
+* removing content (Mem0's DELETE, and long-context trimming): `DeletionError`. Trimming is a deletion,
+  not an update: it writes no new content, it drops the oldest units from memory, so the fault is a valid
+  unit removed before the question needed it;
+* finding memory for a question (retrieve, search, merge, rerank, check_sufficiency, generate_queries):
+  `RetrievalError`;
+* answering from what was retrieved: `ResponseError`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+__all__ = [
+    "ERROR_TYPES",
+    "EXTRACTION",
+    "UPDATE",
+    "DELETION",
+    "RETRIEVAL",
+    "RESPONSE",
+    "GOLD",
+    "Cost",
+    "FailedCase",
+    "Verdict",
+    "error_type_for_op",
+]
+
+EXTRACTION = "ExtractionError"
+UPDATE = "UpdateError"
+DELETION = "DeletionError"
+RETRIEVAL = "RetrievalError"
+RESPONSE = "ResponseError"
+GOLD = "GoldError"
+ERROR_TYPES: tuple[str, ...] = (EXTRACTION, UPDATE, DELETION, RETRIEVAL, RESPONSE, GOLD)
+
+# Operation name suffix (after "<system>.") -> error type. Checked in order: first prefix that matches wins.
+_OP_TYPES: tuple[tuple[str, str], ...] = (
+    ("answer", RESPONSE),
+    ("trim", DELETION),
+    ("delete", DELETION),
+    ("update_decision", UPDATE),
+    ("apply", UPDATE),
+    ("update", UPDATE),
+    ("extract", EXTRACTION),
+    ("detect_boundary", EXTRACTION),
+    ("finalize", EXTRACTION),
+    ("chunk", EXTRACTION),
+    ("index", EXTRACTION),
+    ("ingest", EXTRACTION),
+    ("store", EXTRACTION),
+    ("retrieve", RETRIEVAL),
+    ("search", RETRIEVAL),
+    ("merge", RETRIEVAL),
+    ("rerank", RETRIEVAL),
+    ("check_sufficiency", RETRIEVAL),
+    ("sufficiency", RETRIEVAL),
+    ("generate_queries", RETRIEVAL),
+)
+
+_DELETE_WORDS = ("DELETE",)
+_UPDATE_WORDS = ("UPDATE",)
+
+
+def _mentions(value: Any, words: tuple[str, ...]) -> bool:
+    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
+    return any(f'"{w}"' in text or f"'{w}'" in text or text.strip() == w for w in words)
+
+
+def error_type_for_op(op_name: str | None, outputs: Any = None) -> str | None:
+    """The error type a fault of the operation `op_name` is, or None for an unknown operation.
+
+    For Mem0's update decision / apply the outputs decide: a decision that only DELETEs is a
+    `DeletionError`, anything else an `UpdateError`.
+    """
+    if not op_name:
+        return None
+    suffix = op_name.rsplit(".", 1)[-1].lower()
+    for prefix, error_type in _OP_TYPES:
+        if suffix.startswith(prefix) or (prefix in ("extract", "retrieve", "search") and prefix in suffix):
+            if error_type == UPDATE and outputs is not None:
+                if _mentions(outputs, _DELETE_WORDS) and not _mentions(outputs, _UPDATE_WORDS):
+                    return DELETION
+            return error_type
+    return None
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What attributing one case cost."""
+
+    lm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lm_calls": self.lm_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 3),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Cost:
+        data = data or {}
+        return cls(
+            lm_calls=int(data.get("lm_calls", 0)),
+            prompt_tokens=int(data.get("prompt_tokens", 0)),
+            completion_tokens=int(data.get("completion_tokens", 0)),
+            seconds=float(data.get("seconds", 0.0)),
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The root cause of one failed case, as DESIGN.md's verdict line.
+
+    `error` is None for a verdict; for a case that could not be attributed it holds the reason and
+    `error_type`/`op_id` are None.
+    """
+
+    case_id: str
+    method: str
+    error_type: str | None
+    op_id: str | None
+    op: str | None
+    predictor: str | None
+    reason: str
+    confidence: float
+    cost: Cost = field(default_factory=Cost)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        confidence = self.confidence if math.isfinite(self.confidence) else 0.0
+        return {
+            "case_id": self.case_id,
+            "method": self.method,
+            "error_type": self.error_type,
+            "op_id": self.op_id,
+            "op": self.op,
+            "predictor": self.predictor,
+            "reason": self.reason,
+            "confidence": round(float(confidence), 4),
+            "cost": self.cost.to_dict(),
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        return cls(
+            case_id=str(data["case_id"]),
+            method=str(data["method"]),
+            error_type=data.get("error_type"),
+            op_id=data.get("op_id"),
+            op=data.get("op"),
+            predictor=data.get("predictor"),
+            reason=str(data.get("reason", "")),
+            confidence=float(data.get("confidence", 0.0)),
+            cost=Cost.from_dict(data.get("cost")),
+            error=data.get("error"),
+        )
+
+    @classmethod
+    def failed(cls, case_id: str, method: str, message: str, cost: Cost | None = None) -> Verdict:
+        """The verdict of a case that could not be attributed."""
+        return cls(case_id, method, None, None, None, None, "", 0.0, cost or Cost(), message)
+
+
+def _question_field(question: Any, name: str, default: Any = None) -> Any:
+    if isinstance(question, Mapping):
+        return question.get(name, default)
+    return getattr(question, name, default)
+
+
+@dataclass(frozen=True)
+class FailedCase:
+    """A question the memory system got wrong, with what attribution needs to explain it.
+
+    `question` is a `memtrace_opt.data.Question` or a dict with at least `question_id` and `question`.
+    Exactly one of `graph` (an evolution graph) or `graph_path` should be given; `evidence` holds the gold
+    evidence dialogue ids (empty when unknown: methods then use pseudo-evidence).
+    """
+
+    case_id: str
+    question: Any
+    gold: str
+    prediction: str
+    evidence: tuple[str, ...] = ()
+    system: str = ""
+    sample_id: str = ""
+    graph_path: str | Path | None = None
+    graph: nx.MultiDiGraph | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def question_id(self) -> str:
+        return str(_question_field(self.question, "question_id", self.case_id))
+
+    @property
+    def question_text(self) -> str:
+        if isinstance(self.question, str):
+            return self.question
+        return str(_question_field(self.question, "question", ""))
+
+    @property
+    def abstention(self) -> bool:
+        return bool(_question_field(self.question, "abstention", False))
+
+    @property
+    def category(self) -> str:
+        return str(_question_field(self.question, "category", "") or "")

@@ -1,0 +1,54 @@
+"""`lineage`: rules over the graph and the evidence, no LM.
+
+Follow the needed information from the evidence turns (gold, else pseudo-evidence) and blame the first place
+it stopped (a question whose right answer is to decline is the answer op's fault, ResponseError):
+- it reached the answer op's context -> ResponseError at the answer op;
+- no memory unit ever held it -> ExtractionError at the write-path op that lost it (else the earliest op
+  that consumed the evidence turns);
+- units held it but every one was overwritten or deleted before the question -> UpdateError / DeletionError at
+  the op that decided that change (Mem0's update decision, long-context trimming);
+- a unit held it at question time -> RetrievalError at the read op that dropped it, else the retrieve op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from memtrace_opt.attribution._evidence import find_evidence, needed_info
+from memtrace_opt.attribution._flow import Flow, analyze
+from memtrace_opt.attribution._graph import GraphView
+from memtrace_opt.attribution._types import FailedCase, Verdict
+from memtrace_opt.attribution.protocol import AttributionConfig, make_verdict, register_method
+
+__all__ = ["LineageAttributor", "case_flow"]
+
+
+def case_flow(view: GraphView, case: FailedCase, config: AttributionConfig) -> Flow:
+    """The information flow of a case (evidence from gold ids, else pseudo-evidence)."""
+    evidence = find_evidence(
+        view, case.evidence, case.question_text, case.gold, k=config.pseudo_k, embedder=config.embedder
+    )
+    needed = needed_info(view, evidence, case.question_text, case.gold, case.abstention)
+    return analyze(view, case.question_id, evidence, needed)
+
+
+@register_method("lineage")
+@dataclass(frozen=True)
+class LineageAttributor:
+    """Rule verdicts from the information flow (see the module docstring)."""
+
+    config: AttributionConfig = AttributionConfig()
+    name: str = "lineage"
+
+    def attribute(self, case: FailedCase, graph: nx.MultiDiGraph) -> Verdict:
+        try:
+            view = GraphView.of(graph)
+            flow = case_flow(view, case, self.config)
+        except Exception as error:  # noqa: BLE001 - contract: an error verdict, never a raise
+            return Verdict.failed(case.case_id, self.name, f"{type(error).__name__}: {error}")
+        root = flow.root(view)
+        confidence = 0.6 if flow.evidence.source == "gold" else 0.4
+        reason = f"{root.reason} (evidence: {flow.evidence.source} {', '.join(flow.evidence.strict[:4])})"
+        return make_verdict(case, self.name, view, root.op, root.error_type, reason, confidence)

@@ -1,0 +1,86 @@
+"""`memtrace attribute RUN --method M`: the root cause of every failed question of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from memtrace_opt.attribution.protocol import LM_FREE_METHODS
+from memtrace_opt.cli import app
+from memtrace_opt.cli.common import console, with_model_flags
+from memtrace_opt.lm.roles import ModelRoles
+
+
+def attribute_command_impl(
+    run: Path,
+    method: str,
+    *,
+    roles: ModelRoles | None = None,
+    embedder: str = "minilm",
+    max_calls: int = 8,
+    threads: int = 1,
+    limit: int | None = None,
+    progress: bool = True,
+    models: Any = None,
+) -> Any:
+    """Attribute RUN's failed cases and print the summary tables. Returns the AttributeRunResult."""
+    from memtrace_opt.attribution import AttributionConfig, method_names
+    from memtrace_opt.attribution.runs import attribute_run, run_replay_provider, summary_tables
+    from memtrace_opt.errors import ConfigError
+    from memtrace_opt.lm.models import Models
+
+    if method not in method_names():
+        raise ConfigError(f"unknown attribution method {method!r}; choose one of {', '.join(method_names())}")
+    out = console()
+    lm = None
+    provider = None
+    if method not in LM_FREE_METHODS:
+        models = models if models is not None else Models.from_roles(roles or ModelRoles())
+        lm = models.attributor
+        if method == "counterfactual":
+            provider = run_replay_provider(run, models.task)
+    config = AttributionConfig(embedder=embedder, max_lm_calls=max_calls)
+    bar = Progress(TextColumn(f"attributing ({method})"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=out, disable=not progress, transient=True)
+    with bar:
+        task = bar.add_task("cases", total=None)
+
+        def advance(done: int, total: int, verdict: Any) -> None:
+            bar.update(task, completed=done, total=total)
+
+        result = attribute_run(run, method, lm=lm, config=config, progress=advance, num_threads=threads,
+                               limit=limit, replay_provider=provider)
+    for table in summary_tables(result.verdicts, result.cases):
+        out.print(table)
+    errors = sum(1 for v in result.verdicts if v.error)
+    out.print(f"{result.new} attributed now, {result.skipped} already done, {errors} could not be attributed "
+              f"-> {result.path}")
+    return result
+
+
+@app.command("attribute")
+@with_model_flags
+def attribute_command(
+    run: Annotated[Path, typer.Argument(help="Run directory (holds cases.jsonl and graphs/).", file_okay=False)],
+    method: Annotated[str, typer.Option("--method", "-m", help="lineage, graphtrace, counterfactual, "
+                                        "all_at_once, step_by_step, binary_search, random, blame_response.")]
+    = "graphtrace",
+    embedder: Annotated[str, typer.Option(help="Embedder for pseudo-evidence: minilm or hash.")] = "minilm",
+    max_calls: Annotated[int, typer.Option(help="LM calls per case at most (graphtrace).")] = 8,
+    threads: Annotated[int, typer.Option(help="Cases attributed in parallel.")] = 1,
+    limit: Annotated[Optional[int], typer.Option(help="Attribute the first N failed cases only.")] = None,  # noqa: UP045
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    *,
+    roles: ModelRoles,
+    config: Path | None,
+) -> None:
+    """Find the root-cause operation of every failed question of RUN; append to RUN/verdicts.jsonl.
+
+    Resumes: cases this method already attributed are skipped. Prints the error types and blamed
+    operations per system.
+    """
+    attribute_command_impl(run, method, roles=roles, embedder=embedder, max_calls=max_calls, threads=threads,
+                           limit=limit, progress=not quiet)

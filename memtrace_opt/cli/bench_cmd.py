@@ -1,0 +1,157 @@
+"""`memtrace bench build` / `memtrace bench eval`: MemTraceBench, labelled failures and attribution scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from memtrace_opt.attribution.protocol import LM_FREE_METHODS
+from memtrace_opt.cli import app
+from memtrace_opt.cli.common import console, with_model_flags
+from memtrace_opt.lm.roles import ModelRoles
+
+bench_app = typer.Typer(help="MemTraceBench: build labelled failures, score attribution methods.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+
+def _models(roles: ModelRoles, models: Any = None) -> Any:
+    """The run's models; a "fake" task model answers with the built-in systems' default skills."""
+    from memtrace_opt.lm.models import Models
+
+    if models is not None:
+        return models
+    if roles.spec("task").kind == "fake":
+        from memtrace_opt.testing import FakeEngine
+        from memtrace_opt.testing.skills import default_skills
+
+        return Models.from_roles(roles, fake_engine=FakeEngine(skills=default_skills()))
+    return Models.from_roles(roles)
+
+
+def bench_build_impl(
+    out: Path,
+    systems: list[str],
+    *,
+    data: str = "sample",
+    roles: ModelRoles | None = None,
+    kinds: list[str] | None = None,
+    per_kind: int = 2,
+    program_embedder: str | None = None,
+    embedder: str = "minilm",
+    natural: bool = True,
+    gold: bool = True,
+    seed: int = 0,
+    progress: bool = True,
+    models: Any = None,
+) -> Any:
+    """Build the benchmark into `out` and print its counts. Returns the BuildSummary."""
+    from rich.table import Table
+
+    from memtrace_opt.benchmarks.memtracebench.build import BuildRequest, build_bench
+    from memtrace_opt.benchmarks.memtracebench.inject import INJECTABLE
+
+    unknown = sorted(set(kinds or ()) - set(INJECTABLE))
+    if unknown:
+        raise typer.BadParameter(f"unknown error type(s) {', '.join(unknown)}; choose from {', '.join(INJECTABLE)}")
+    settings = {s: {"embedder": program_embedder} for s in systems} if program_embedder else {}
+    request = BuildRequest(systems=tuple(systems), out=out, data=data, settings=settings,
+                           kinds=tuple(kinds) if kinds else INJECTABLE, per_kind=per_kind, natural=natural,
+                           gold=gold, seed=seed, embedder=embedder)
+    out_console = console()
+    task_lm = _models(roles or ModelRoles(), models).task
+    summary = build_bench(request, task_lm=task_lm,
+                          progress=(lambda message: out_console.log(message)) if progress else None)
+    table = Table(title=f"MemTraceBench: {summary.cases} cases -> {summary.out}")
+    for column in ("system", "source / error type", "cases"):
+        table.add_column(column, justify="right" if column == "cases" else "left")
+    for system, counts in summary.counts.items():
+        for key, count in counts.items():
+            table.add_row(system, key, str(count))
+    out_console.print(table)
+    return summary
+
+
+def bench_eval_impl(
+    bench: Path,
+    methods: list[str],
+    *,
+    roles: ModelRoles | None = None,
+    embedder: str = "minilm",
+    max_calls: int = 8,
+    limit: int | None = None,
+    threads: int = 1,
+    progress: bool = True,
+    models: Any = None,
+) -> Any:
+    """Score attribution methods on the benchmark in `bench`; print accuracy, cost and confusion tables."""
+    from memtrace_opt.attribution import AttributionConfig, method_names
+    from memtrace_opt.benchmarks.memtracebench.evaluate import confusion_table, eval_bench, score_tables
+    from memtrace_opt.errors import ConfigError
+
+    unknown = [m for m in methods if m not in method_names()]
+    if unknown:
+        raise ConfigError(f"unknown attribution method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}")
+    lm = None
+    if any(m not in LM_FREE_METHODS for m in methods):
+        lm = _models(roles or ModelRoles(), models).attributor
+    out_console = console()
+
+    def tick(method: str, done: int, total: int) -> None:
+        if progress and (done == total or done % 25 == 0):
+            out_console.log(f"{method}: {done}/{total}")
+
+    scores = eval_bench(bench, methods, lm=lm, config=AttributionConfig(embedder=embedder, max_lm_calls=max_calls),
+                        limit=limit, progress=tick, num_threads=threads)
+    for table in score_tables(scores):
+        out_console.print(table)
+    for score in scores:
+        out_console.print(confusion_table(score))
+    return scores
+
+
+@bench_app.command("build")
+@with_model_flags
+def bench_build_command(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the benchmark into.")],
+    system: Annotated[Optional[list[str]], typer.Option("--system", "-s", help="Memory system (repeatable).")] = None,  # noqa: UP045
+    data: Annotated[str, typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], locomo, longmemeval or sample.")] = "sample",
+    kind: Annotated[Optional[list[str]], typer.Option(help="Error type to inject (repeatable; default all).")] = None,  # noqa: UP045
+    per_kind: Annotated[int, typer.Option(help="Injected cases per error type, system and conversation.")] = 2,
+    program_embedder: Annotated[Optional[str], typer.Option(help="Embedder the systems search with (minilm or hash).")] = None,  # noqa: UP045
+    embedder: Annotated[str, typer.Option(help="Embedder for pseudo-evidence in the labelling analysis.")] = "minilm",
+    natural: Annotated[bool, typer.Option("--natural/--no-natural", help="Label the systems' own failures (lineage).")] = True,
+    gold: Annotated[bool, typer.Option("--gold/--no-gold", help="GoldError cases from LoCoMo's answer-key fixes.")] = True,
+    seed: Annotated[int, typer.Option(help="Seed for picking injection targets.")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+    *,
+    roles: ModelRoles,
+    config: Path | None,
+) -> None:
+    """Build MemTraceBench: inject faults of each error type and replay, label natural failures, add GoldError
+    cases; writes cases.jsonl, graphs/, hf/ (a Hugging Face dataset) and manifest.json under --out."""
+    bench_build_impl(out, list(system or ["mem0"]), data=data, roles=roles, kinds=kind, per_kind=per_kind,
+                     program_embedder=program_embedder, embedder=embedder, natural=natural, gold=gold, seed=seed,
+                     progress=not quiet)
+
+
+@bench_app.command("eval")
+@with_model_flags
+def bench_eval_command(
+    bench: Annotated[Path, typer.Argument(help="Benchmark directory (holds cases.jsonl).")],
+    method: Annotated[Optional[list[str]], typer.Option("--method", "-m", help="Attribution method (repeatable).")] = None,  # noqa: UP045
+    embedder: Annotated[str, typer.Option(help="Embedder for pseudo-evidence: minilm or hash.")] = "minilm",
+    max_calls: Annotated[int, typer.Option(help="LM calls per case at most (graphtrace).")] = 8,
+    limit: Annotated[Optional[int], typer.Option(help="Score the first N cases only.")] = None,  # noqa: UP045
+    threads: Annotated[int, typer.Option(help="Cases attributed in parallel.")] = 1,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+    *,
+    roles: ModelRoles,
+    config: Path | None,
+) -> None:
+    """Score attribution methods on MemTraceBench: type and op accuracy (overall, by system), a confusion
+    matrix, cost per case. Verdicts and scores go to BENCH/eval/."""
+    bench_eval_impl(bench, list(method or ["lineage"]), roles=roles, embedder=embedder, max_calls=max_calls,
+                    limit=limit, threads=threads, progress=not quiet)

@@ -1,0 +1,114 @@
+"""MemTraceBench on the packaged sample with the fake task LM: injection with replay, labels, storage, scores."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from memtrace_opt.attribution import AttributionConfig, GraphView, Verdict, load_case_graph
+from memtrace_opt.benchmarks.memtracebench import (
+    BenchCase,
+    BuildRequest,
+    Label,
+    build_bench,
+    eval_bench,
+    load_bench,
+    score_verdicts,
+)
+from memtrace_opt.data import Question
+from memtrace_opt.metrics.score import score_answer
+from memtrace_opt.testing import FakeEngine, fake_lm
+from memtrace_opt.testing.skills import default_skills
+
+DESIGN_KEYS = {"case_id", "system", "dataset", "sample_id", "question_id", "question", "gold", "prediction",
+               "evidence", "graph", "label", "injection"}
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    pr28 = out / "pr28.jsonl"  # a made-up answer-key fix: the sample's "Chemistry" question had a wrong key
+    pr28.write_text(json.dumps({"sample_id": "sample-1", "qa_index": 1,
+                                "upstream": {"answer": "Physics"}, "pr28": {"answer": "Chemistry"}}) + "\n")
+    task = fake_lm(engine=FakeEngine(skills=default_skills()), name="fake/bench-task")
+    request = BuildRequest(systems=("mem0", "rag"), out=out / "b", data="sample", per_kind=1, embedder="hash",
+                           settings={"mem0": {"embedder": "hash"}, "rag": {"embedder": "hash"}}, pr28_path=pr28)
+    summary = build_bench(request, task_lm=task)
+    return summary
+
+
+def test_the_bench_holds_every_source_in_the_design_format(bench) -> None:
+    root, cases = load_bench(bench.out)
+    assert len(cases) == bench.cases > 0
+    rows = [json.loads(line) for line in (root / "cases.jsonl").read_text().splitlines()]
+    assert all(DESIGN_KEYS <= set(row) and set(row["label"]) == {"error_type", "op_id", "op", "source"} for row in rows)
+    assert {c.label.source for c in cases} == {"injected", "lineage", "human"}
+    injected = {c.label.error_type for c in cases if c.label.source == "injected"}
+    assert {"ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError"} <= injected
+    assert bench.counts["mem0"]["human/GoldError"] == 1
+    assert all(BenchCase.from_dict(c.to_dict()) == c for c in cases)
+
+
+def test_injected_cases_fail_at_the_perturbed_op(bench) -> None:
+    root, cases = load_bench(bench.out)
+    for case in (c for c in cases if c.label.source == "injected"):
+        view = GraphView(load_case_graph(root / case.graph))
+        assert view.op_name(case.label.op_id) == case.label.op == case.injection.op
+        assert view.attrs(case.label.op_id).get("replayed") == "forced"
+        question = Question(case.question_id, case.question, case.gold, case.category, None, case.evidence,
+                            abstention=case.abstention)
+        assert not score_answer(question, case.prediction).correct_by_rule
+
+
+def test_gold_error_cases_keep_the_original_answer_key(bench) -> None:
+    _, cases = load_bench(bench.out)
+    found = [c for c in cases if c.label.source == "human"]
+    assert {c.system for c in found} == {"mem0", "rag"}
+    gold = found[0]
+    assert gold.label == Label("GoldError", None, None, "human")
+    assert gold.gold == "Physics" and "chemistry" in gold.prediction.lower()
+
+
+def test_the_hf_dataset_matches_the_jsonl(bench) -> None:
+    import datasets
+
+    table = datasets.load_from_disk(str(bench.out / "hf"))
+    _, cases = load_bench(bench.out)
+    assert table.num_rows == len(cases)
+    assert table[0]["case_id"] == cases[0].case_id
+    assert json.loads(table[0]["label"]) == cases[0].label.to_dict()
+    manifest = json.loads((bench.out / "manifest.json").read_text())
+    assert manifest["schema_version"] == 1 and manifest["cases"] == len(cases)
+
+
+def test_eval_scores_methods_against_the_labels(bench) -> None:
+    [lineage, blame] = eval_bench(bench.out, ["lineage", "blame_response"], config=AttributionConfig(embedder="hash"))
+    assert lineage.by_source["injected"].rate(lineage.by_source["injected"].both_hits) >= 0.8
+    assert lineage.overall.n == blame.overall.n == bench.cases
+    assert blame.by_type["ResponseError"].rate(blame.by_type["ResponseError"].type_hits) == 1.0
+    assert blame.by_type["RetrievalError"].type_hits == 0
+    assert sum(sum(row.values()) for row in lineage.confusion.values()) == bench.cases
+    results = json.loads((bench.out / "eval" / "results.json").read_text())
+    assert [m["method"] for m in results["methods"]] == ["lineage", "blame_response"]
+    assert (bench.out / "eval" / "lineage.jsonl").read_text().count("\n") == bench.cases
+
+
+def test_scoring_counts_a_missing_verdict_as_wrong() -> None:
+    case = BenchCase("c", "mem0", "d", "s", "q", "?", "g", "p", (), "g.json", Label("RetrievalError", "op:3", "x", "injected"))
+    right = Verdict("c", "m", "RetrievalError", "op:3", "x", None, "", 1.0)
+    wrong_op = Verdict("c", "m", "RetrievalError", "op:4", "x", None, "", 1.0)
+    assert score_verdicts("m", [case], [right]).overall.both_hits == 1
+    score = score_verdicts("m", [case], [wrong_op]).overall
+    assert (score.type_hits, score.op_hits) == (1, 0)
+    assert score_verdicts("m", [case], []).overall.type_hits == 0
+
+
+def test_bench_eval_command(bench) -> None:
+    from memtrace_opt.cli import app
+
+    result = CliRunner().invoke(app, ["bench", "eval", str(bench.out), "-m", "lineage", "-m", "random",
+                                      "--embedder", "hash", "-q"])
+    assert result.exit_code == 0, result.output
+    assert "MemTraceBench: attribution accuracy" in result.output and "confusion (lineage)" in result.output
