@@ -5,7 +5,7 @@
       manifest.json   schema_version, versions, timings, LM usage by role, counts, rounds
       cases.jsonl     one line per question: ids, gold, prediction, scores, correct, graph path
       graphs/*.json   evolution graphs, one per conversation run
-      events.jsonl    the trace events
+      events/*.jsonl  the trace events, one file per conversation run
       verdicts.jsonl  attribution verdicts
       program.json    the (compiled) DSPy program state
       report.html     a self-contained page
@@ -27,7 +27,7 @@ import yaml
 
 from memtrace_opt.errors import MemtraceError
 
-__all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "read_jsonl", "write_json", "versions"]
+__all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "read_jsonl", "safe_name", "write_json", "versions"]
 
 SCHEMA_VERSION = 1
 
@@ -55,6 +55,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
                 break
             raise MemtraceError(f"{path}: line {number} is not valid JSON ({error.msg})") from error
     return rows
+
+
+def safe_name(sample_id: str) -> str:
+    """A sample id as a file name: characters other than letters, digits, `-`, `_` and `.` become `_`."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in sample_id)
 
 
 def versions() -> dict[str, str]:
@@ -159,8 +164,11 @@ class RunDir:
         return self.root / "graphs"
 
     @property
-    def events_path(self) -> Path:
-        return self.root / "events.jsonl"
+    def events_dir(self) -> Path:
+        return self.root / "events"
+
+    def events_path(self, sample_id: str) -> Path:
+        return self.events_dir / f"{safe_name(sample_id)}.jsonl"
 
     @property
     def verdicts_path(self) -> Path:
@@ -175,13 +183,13 @@ class RunDir:
         return self.root / "report.html"
 
     def graph_path(self, sample_id: str) -> Path:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sample_id)
-        return self.graphs_dir / f"{safe}.json"
+        return self.graphs_dir / f"{safe_name(sample_id)}.json"
 
     def create(self, *, fresh: bool = True) -> RunDir:
         if fresh and self.cases_path.exists():
             raise MemtraceError(f"{self.root} already holds a run (cases.jsonl); choose another --out or remove it")
         self.graphs_dir.mkdir(parents=True, exist_ok=True)
+        self.events_dir.mkdir(parents=True, exist_ok=True)
         return self
 
     def require(self) -> RunDir:

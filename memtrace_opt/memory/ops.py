@@ -73,7 +73,8 @@ class Operation(dspy.Module):
                 return prediction
         return self.run(**inputs)
 
-    def run(self, **inputs: Any) -> dspy.Prediction:  # pragma: no cover - abstract
+    def run(self, *args: Any, **inputs: Any) -> dspy.Prediction:  # pragma: no cover - abstract
+        """Subclasses declare their own named inputs (the `*args` form lets type checkers accept that)."""
         raise NotImplementedError
 
     @property

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memtrace_opt.rundir import safe_name
+
 from memtrace_opt.tracing.events import (
     SCHEMA_VERSION,
     AnswerEvent,
@@ -65,11 +67,6 @@ from memtrace_opt.tracing.session import (
 
 EVENTS_DIR = "events"
 GRAPHS_DIR = "graphs"
-
-
-def safe_name(sample_id: str) -> str:
-    """A sample id as a file name (the same rule as `memtrace_opt.rundir.RunDir.graph_path`)."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in sample_id)
 
 
 def events_file(run_dir: str | Path, sample_id: str) -> Path:
