@@ -1,0 +1,198 @@
+"""`memtrace optimize` and `memtrace compare`: the closed-loop optimizer, and it against DSPy's optimizers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from memtrace_opt.cli import app
+from memtrace_opt.cli.common import console, with_model_flags
+from memtrace_opt.config import load_config
+from memtrace_opt.data import DataSlice, parse_sessions
+from memtrace_opt.lm.roles import ModelRoles
+from memtrace_opt.programs import BUILTIN_SYSTEMS
+
+SYSTEM_HELP = f"Memory system: {', '.join(BUILTIN_SYSTEMS)}, or an import path package.module:Class."
+IDS_HELP = "Comma-separated conversation ids"
+
+
+def _out(kind: str, system: str) -> Path:
+    return Path("runs") / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{kind}-{system.replace(':', '_').replace('.', '_')}"
+
+
+def _slice(sessions: str | None, category: list[str] | None, limit: int | None) -> DataSlice:
+    session_range = parse_sessions(sessions) if sessions else None
+    return DataSlice(
+        sessions=(session_range.first, session_range.last) if session_range else None,
+        categories=tuple(category) if category else None,
+        limit=limit,
+    )
+
+
+@app.command("optimize")
+@with_model_flags
+def optimize_command(
+    system: Annotated[Optional[str], typer.Option("--system", "-s", help=SYSTEM_HELP)] = None,  # noqa: UP045
+    data: Annotated[Optional[str], typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], or locomo / longmemeval / sample.")] = None,  # noqa: UP045
+    train: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to optimize on.")] = None,  # noqa: UP045
+    val: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to accept changes on (default: --train).")] = None,  # noqa: UP045
+    test: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} held out for the final test.")] = None,  # noqa: UP045
+    split: Annotated[Optional[str], typer.Option(help="Without --train: split the slice's questions by these fractions, e.g. 0.4,0.3,0.3.")] = None,  # noqa: UP045
+    per_split: Annotated[Optional[int], typer.Option(help="At most N questions per split (a seeded sample).")] = None,  # noqa: UP045
+    sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
+    category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
+    limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.")] = None,  # noqa: UP045
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (an unfinished one resumes).")] = None,  # noqa: UP045
+    preset: Annotated[Optional[str], typer.Option(help="quick: a small slice and a few rounds (about 15 min with the embedded model).")] = None,  # noqa: UP045
+    rounds: Annotated[Optional[int], typer.Option(help="At most N rounds.")] = None,  # noqa: UP045
+    patience: Annotated[Optional[int], typer.Option(help="Stop after N rounds without an accepted change.")] = None,  # noqa: UP045
+    candidates: Annotated[Optional[int], typer.Option(help="Instructions proposed per round (K).")] = None,  # noqa: UP045
+    minibatch: Annotated[Optional[int], typer.Option(help="Training questions per round.")] = None,  # noqa: UP045
+    budget: Annotated[Optional[int], typer.Option(help="LM-call budget (task + reflection + attributor calls).")] = None,  # noqa: UP045
+    time_budget: Annotated[Optional[float], typer.Option(help="Stop the rounds after this many seconds.")] = None,  # noqa: UP045
+    attribution: Annotated[Optional[str], typer.Option(help="Attribution method: graphtrace, lineage, blame_response, ...")] = None,  # noqa: UP045
+    judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = None,  # noqa: UP045
+    storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite in --out); share one to run several workers.")] = None,  # noqa: UP045
+    program: Annotated[Optional[Path], typer.Option("--program", help="Start from a compiled program.json.")] = None,  # noqa: UP045
+    seed: Annotated[int, typer.Option(help="Seed for splits and minibatches.")] = 0,
+    *,
+    roles: ModelRoles,
+    config: Path | None,
+) -> None:
+    """Optimize the prompts attribution blames, round by round, and test the result on held-out questions.
+
+    Writes program.json (load it with `memtrace run --program DIR/program.json`), manifest.json (every round:
+    blame, chosen predictor, candidates and why each was accepted or rejected), verdicts.jsonl, cases.jsonl
+    and graphs/ (the test run) and optuna.db under --out. Settings may also come from --config (keys: system,
+    data, train, val, test, split, sessions, categories, limit, settings, optimize: {rounds, patience, ...}).
+    """
+    from memtrace_opt.optimizers.optimize import OptimizeRequest, apply_preset, optimize_system
+    from memtrace_opt.optimizers.teleprompter import LoopSettings
+
+    cfg = load_config(config)
+    opt_cfg = dict(cfg.get("optimize") or {})
+    system = system or cfg.get("system")
+    if not system:
+        raise typer.BadParameter("give --system (or `system:` in --config)", param_hint="--system")
+    given = {k for k, v in {"data": data or cfg.get("data"), "split": split or cfg.get("split"),
+                            "attribution": attribution or opt_cfg.get("attribution")}.items() if v}
+    loop_values = {
+        "max_rounds": rounds if rounds is not None else opt_cfg.get("rounds"),
+        "patience": patience if patience is not None else opt_cfg.get("patience"),
+        "num_candidates": candidates if candidates is not None else opt_cfg.get("candidates"),
+        "minibatch_size": minibatch if minibatch is not None else opt_cfg.get("minibatch"),
+        "max_lm_calls": budget if budget is not None else opt_cfg.get("budget"),
+        "max_seconds": time_budget if time_budget is not None else opt_cfg.get("time_budget"),
+        "seed": seed,
+    }
+    explicit_loop = {k: v for k, v in loop_values.items() if v is not None}
+    request = OptimizeRequest(
+        system=system,
+        data=str(data or cfg.get("data") or "sample"),
+        out=out or (Path(cfg["out"]) if cfg.get("out") else _out("optimize", system)),
+        roles=roles,
+        data_slice=_slice(sessions or cfg.get("sessions"), category or cfg.get("categories"),
+                          limit if limit is not None else cfg.get("limit")),
+        train=train or cfg.get("train"),
+        val=val or cfg.get("val"),
+        test=test or cfg.get("test"),
+        split=str(split or cfg.get("split") or "0.4,0.3,0.3"),
+        per_split=per_split if per_split is not None else cfg.get("per_split"),
+        program_settings=dict(cfg.get("settings") or {}),
+        program_path=program or (Path(cfg["program"]) if cfg.get("program") else None),
+        settings=LoopSettings(**explicit_loop),
+        attribution=str(attribution or opt_cfg.get("attribution") or "graphtrace"),
+        judge=bool(judge if judge is not None else opt_cfg.get("judge", False)),
+        storage=storage or opt_cfg.get("storage"),
+        seed=seed,
+        preset=preset or opt_cfg.get("preset"),
+    )
+    if request.preset:
+        request = apply_preset(request, given)
+        if explicit_loop:  # flags given with a preset still win
+            request = _override_loop(request, explicit_loop)
+    out_console = console()
+
+    def on_round(record: Any) -> None:
+        verdict = "accepted" if record.accepted else "no change"
+        out_console.print(
+            f"round {record.round}: blame {record.blame_counts or '{}'}, not fixable {record.not_fixable or '{}'}; "
+            f"rewrote {record.chosen_predictor or '-'}: {verdict}; valset {record.val_accuracy:.3f}; "
+            f"{record.lm_calls} LM calls"
+        )
+
+    summary = optimize_system(request, on_round=on_round)
+    test_line = ""
+    if summary.test_baseline is not None and summary.test_optimized is not None:
+        test_line = f"; test {summary.test_baseline:.3f} -> {summary.test_optimized:.3f}"
+    out_console.print(
+        f"valset {summary.baseline_val:.3f} -> {summary.best_val:.3f}{test_line}; {summary.rounds} rounds "
+        f"({summary.stop_reason}), {summary.lm_calls} LM calls, {summary.seconds:.0f} s -> {summary.run_dir}"
+    )
+
+
+def _override_loop(request: Any, values: dict[str, Any]) -> Any:
+    from dataclasses import replace
+
+    from memtrace_opt.optimizers.teleprompter import LoopSettings
+
+    return replace(request, settings=LoopSettings(**{**request.settings.to_dict(), **values}))
+
+
+@app.command("compare")
+@with_model_flags
+def compare_command(
+    system: Annotated[Optional[str], typer.Option("--system", "-s", help=SYSTEM_HELP)] = None,  # noqa: UP045
+    data: Annotated[Optional[str], typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], or locomo / longmemeval / sample.")] = None,  # noqa: UP045
+    optimizers: Annotated[str, typer.Option(help="Comma-separated: memtrace, gepa, mipro, copro, simba, bootstrap, blame_response, gepa_attributed.")] = "memtrace,gepa,mipro,copro,simba,bootstrap,blame_response",
+    budget: Annotated[int, typer.Option(help="LM calls each optimizer may spend (task + reflection [+ attributor]).")] = 200,
+    train: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to optimize on.")] = None,  # noqa: UP045
+    val: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} for validation (default: --train).")] = None,  # noqa: UP045
+    test: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} held out for testing.")] = None,  # noqa: UP045
+    split: Annotated[Optional[str], typer.Option(help="Without --train: question fractions, e.g. 0.4,0.3,0.3.")] = None,  # noqa: UP045
+    per_split: Annotated[Optional[int], typer.Option(help="At most N questions per split.")] = None,  # noqa: UP045
+    sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
+    category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
+    limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.")] = None,  # noqa: UP045
+    attribution: Annotated[str, typer.Option(help="Attribution method of `memtrace`.")] = "graphtrace",
+    judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = False,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output directory.")] = None,  # noqa: UP045
+    seed: Annotated[int, typer.Option(help="Seed for splits and minibatches.")] = 0,
+    *,
+    roles: ModelRoles,
+    config: Path | None,
+) -> None:
+    """Compare our optimizer with DSPy's (GEPA, MIPROv2, COPRO, SIMBA, BootstrapFewShot) at one LM-call budget.
+
+    Writes compare.md and compare.json (held-out accuracy before/after, LM calls, tokens, wall time per
+    optimizer) and compare.png (accuracy against LM calls) under --out.
+    """
+    from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers, parse_optimizers
+
+    cfg = load_config(config)
+    system = system or cfg.get("system")
+    if not system:
+        raise typer.BadParameter("give --system (or `system:` in --config)", param_hint="--system")
+    request = CompareRequest(
+        system=system,
+        data=str(data or cfg.get("data") or "sample"),
+        out=out or _out("compare", system),
+        roles=roles,
+        data_slice=_slice(sessions, category, limit),
+        train=train, val=val, test=test, split=split or "0.4,0.3,0.3", per_split=per_split,
+        optimizers=parse_optimizers(optimizers), budget=budget, attribution=attribution, judge=judge,
+        program_settings=dict(cfg.get("settings") or {}), seed=seed,
+    )
+    out_console = console()
+
+    def on_row(row: Any) -> None:
+        after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
+        out_console.print(f"{row.optimizer}: {row.baseline_accuracy:.3f} -> {after}, {row.lm_calls} LM calls, "
+                          f"{row.seconds:.0f} s" + (f" ({row.error})" if row.error else ""))
+
+    summary = compare_optimizers(request, on_row=on_row)
+    out_console.print(summary.markdown())
+    out_console.print(f"-> {summary.out / 'compare.md'}, compare.json, compare.png")

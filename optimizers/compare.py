@@ -1,0 +1,213 @@
+"""`memtrace compare`: our loop against DSPy's optimizers on one program, metric, data and LM-call budget.
+
+    summary = compare_optimizers(CompareRequest(system="mem0", data="locomo", train="conv-26",
+                                                val="conv-30", test="conv-41", budget=200, out=Path("cmp")))
+
+Every optimizer starts from the same warmed-up state: the student's memory of every train and validation
+conversation and its replay memo are computed once, before any optimizer runs, and each optimizer gets its
+own copy (nothing one learns is served to another). Each then has `budget` LM calls (task + reflection, plus
+attributor calls for the attribution-guided ones); the optimized program is tested on the held-out split with
+the same metric. Writes compare.json, compare.md and compare.png (held-out accuracy against LM calls).
+
+Optimizer names: memtrace (our loop with `attribution`), blame_response (our loop, every failure blamed on the
+answer op: optimizing without attribution), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
+simba, bootstrap, gepa_attributed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from memtrace_opt.data import DataSlice, load_data
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.lm.models import Models
+from memtrace_opt.lm.roles import ModelRoles
+from memtrace_opt.optimizers.baselines import BASELINES, run_baseline
+from memtrace_opt.optimizers.budget import LMBudget
+from memtrace_opt.optimizers.evaluation import CachedEvaluator
+from memtrace_opt.optimizers.examples import case_refs, make_examples, resolve_conversation
+from memtrace_opt.optimizers.metric import AnswerMetric
+from memtrace_opt.optimizers.plot import PlotPoint, plot_accuracy_vs_calls
+from memtrace_opt.optimizers.program_io import instructions_of
+from memtrace_opt.optimizers.qa import QAContext
+from memtrace_opt.optimizers.splits import make_splits
+from memtrace_opt.optimizers.teleprompter import METERED_ROLES, LoopSettings, MemTraceOptimizer
+from memtrace_opt.programs import make_program
+from memtrace_opt.rundir import write_json
+
+__all__ = ["OURS", "ALL_OPTIMIZERS", "CompareRequest", "CompareRow", "CompareSummary", "compare_optimizers",
+           "parse_optimizers"]
+
+log = logging.getLogger(__name__)
+
+OURS = ("memtrace", "blame_response")
+ALL_OPTIMIZERS = (*OURS, *BASELINES)
+DEFAULT_OPTIMIZERS = ("memtrace", "gepa", "mipro", "copro", "simba", "bootstrap", "blame_response")
+
+
+def parse_optimizers(text: str | Sequence[str]) -> tuple[str, ...]:
+    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
+    unknown = [n for n in names if n not in ALL_OPTIMIZERS]
+    if unknown:
+        raise ConfigError(f"unknown optimizer {unknown[0]!r}; choose from {', '.join(ALL_OPTIMIZERS)}")
+    if not names:
+        raise ConfigError("--optimizers names no optimizer")
+    return tuple(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    system: str
+    data: str
+    out: Path
+    roles: ModelRoles = field(default_factory=ModelRoles)
+    data_slice: DataSlice = field(default_factory=DataSlice)
+    train: str | None = None
+    val: str | None = None
+    test: str | None = None
+    split: str = "0.4,0.3,0.3"
+    per_split: int | None = None
+    optimizers: tuple[str, ...] = DEFAULT_OPTIMIZERS
+    budget: int = 200
+    attribution: str = "graphtrace"
+    loop: LoopSettings = field(default_factory=LoopSettings)
+    judge: bool = False
+    program_settings: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+
+@dataclass
+class CompareRow:
+    optimizer: str
+    baseline_accuracy: float
+    optimized_accuracy: float | None
+    lm_calls: int
+    tokens: int
+    seconds: float
+    stopped_by_budget: bool = False
+    changed_predictors: list[str] = field(default_factory=list)
+    error: str | None = None
+    calls_to_best: int | None = None
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.optimized_accuracy is None else self.optimized_accuracy - self.baseline_accuracy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "delta": self.delta}
+
+
+@dataclass
+class CompareSummary:
+    out: Path
+    rows: list[CompareRow]
+    baseline_accuracy: float
+    test_questions: int
+
+    def markdown(self, title: str = "") -> str:
+        lines = [f"### {title}" if title else "", "",
+                 "| optimizer | held-out before | held-out after | delta | LM calls | to best | tokens | wall s | stop | changed |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
+        for row in self.rows:
+            after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
+            delta = "" if row.delta is None else f"{row.delta * 100:+.1f} pts"
+            stop = "budget" if row.stopped_by_budget else ("error" if row.error else "own")
+            to_best = "-" if row.calls_to_best is None else str(row.calls_to_best)
+            lines.append(f"| {row.optimizer} | {row.baseline_accuracy:.3f} | {after} | {delta} | {row.lm_calls} | "
+                         f"{to_best} | {row.tokens} | {row.seconds:.0f} | {stop} | {', '.join(row.changed_predictors) or '-'} |")
+        lines.append("")
+        lines.append(f"{self.test_questions} held-out questions; LM calls are task + reflection (+ attributor) calls; "
+                     "'to best': LM calls spent when the returned program was first reached.")
+        return "\n".join(lines).lstrip() + "\n"
+
+
+def _warm_context(student: Any, conversations: Sequence[Any], models: Models) -> QAContext:
+    """A QAContext holding the student's memory of every conversation (its cost is nobody's budget)."""
+    context = QAContext()
+    with dspy.context(lm=models.task):
+        for conversation in conversations:
+            key, conv = resolve_conversation(conversation)
+            context.memorized(student, key, conv)
+    return context
+
+
+def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], val: list[Any], models: Models,
+          context: QAContext, metric: AnswerMetric) -> tuple[Any, int, int, bool, int]:
+    method = "blame_response" if name == "blame_response" else request.attribution
+    settings = LoopSettings(**{**request.loop.to_dict(), "max_lm_calls": request.budget})
+    optimizer = MemTraceOptimizer(
+        metric, task_lm=models.task, reflection_lm=models.reflection, attributor_lm=models.attributor,
+        usage=models.usage, settings=settings, attribution=method, memo=context.memo.copy(),
+        storage=None,  # an in-memory study: a comparison always starts from scratch
+    )
+    program = optimizer.compile(student, trainset=train, valset=val)
+    result = optimizer.result
+    assert result is not None
+    return program, result.lm_calls, result.tokens, result.stop_reason == "budget", result.calls_to_best
+
+
+def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
+                       on_row: Callable[[CompareRow], None] | None = None) -> CompareSummary:
+    out = Path(request.out)
+    out.mkdir(parents=True, exist_ok=True)
+    dataset = load_data(request.data, request.data_slice)
+    splits = make_splits(dataset, train=request.train, val=request.val, test=request.test, split=request.split,
+                         per_split=request.per_split, seed=request.seed)
+    if not splits.test:
+        raise ConfigError("compare needs held-out test questions (--test, or a --split with a test share)")
+    models = models if models is not None else Models.from_roles(request.roles)
+    metric = AnswerMetric(judge=request.judge, judge_lm=models.judge if request.judge else None)
+    student = make_program(request.system, request.program_settings)
+    train, val = make_examples(splits.train), make_examples(splits.val)
+    test_cases = case_refs(make_examples(splits.test))
+    context = _warm_context(student, [*splits.train, *splits.val, *splits.test], models)
+    tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system})
+    baseline = tester.evaluate(student, test_cases).accuracy
+    rows: list[CompareRow] = []
+    for name in request.optimizers:
+        started = time.perf_counter()
+        meter = LMBudget(models.usage, None, METERED_ROLES)
+        stopped, error, program, to_best = False, None, student, None
+        try:
+            if name in OURS:
+                program, calls, tokens, stopped, to_best = _ours(name, request, student, train, val, models, context,
+                                                                 metric)
+            else:
+                run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
+                                   context=context, seed=request.seed)
+                program, calls, tokens, stopped, error = run.program, run.lm_calls, run.tokens, run.stopped_by_budget, run.error
+                to_best = run.calls_to_best
+        except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
+            log.exception("%s failed", name)
+            calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
+        accuracy = tester.evaluate(program, test_cases).accuracy if error is None else None
+        before, after = instructions_of(student), instructions_of(program)
+        row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
+                         sorted(k for k in before if before[k] != after.get(k)), error, to_best)
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+    summary = CompareSummary(out, rows, baseline, len(test_cases))
+    write_json(out / "compare.json", {
+        "schema_version": 1,
+        "system": request.system,
+        "data": request.data,
+        "splits": splits.to_dict(),
+        "budget": request.budget,
+        "metric": metric.name,
+        "models": request.roles.to_dict(),
+        "baseline_accuracy": baseline,
+        "rows": [row.to_dict() for row in rows],
+    })
+    (out / "compare.md").write_text(summary.markdown(f"{request.system} on {request.data}, budget {request.budget}"),
+                                    encoding="utf-8")
+    points = [PlotPoint(r.optimizer, r.lm_calls, r.optimized_accuracy) for r in rows if r.optimized_accuracy is not None]
+    plot_accuracy_vs_calls(points, baseline, out / "compare.png", title=f"{request.system}: held-out accuracy vs LM calls")
+    return summary

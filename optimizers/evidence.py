@@ -1,0 +1,140 @@
+"""The evidence a proposer sees for one predictor: its blamed op calls and calls in correctly answered cases.
+
+For each blamed case the verdict names the op call (`op:{seq}`); what that call was shown and produced is
+the LM exchange the memo recorded for its content key (the rendered input fields and the raw reply), or, for
+a call served from the memo with no recorded exchange, the JSON of its inputs and outputs as text. A correct
+case contributes the last call of the same predictor among the ancestors of its answer in the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import networkx as nx
+
+from memtrace_opt.attribution import GraphView
+from memtrace_opt.attribution._graph import value_text
+from memtrace_opt.optimizers.blame import Blame
+from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
+from memtrace_opt.optimizers.memo import ReplayMemo
+from memtrace_opt.optimizers.proposal import OpEvidence, ProposalEvidence
+from memtrace_opt.tracing import OpEvent, answer_node
+
+__all__ = ["build_evidence", "GraphCache"]
+
+_TEXT_LIMIT = 2400
+
+
+class GraphCache:
+    """The graph of each traced conversation of one evaluation, built on first use."""
+
+    def __init__(self, evaluation: EvalResult) -> None:
+        self.evaluation = evaluation
+        self._graphs: dict[str, nx.MultiDiGraph] = {}
+
+    def get(self, key: str) -> nx.MultiDiGraph:
+        if key not in self._graphs:
+            self._graphs[key] = self.evaluation.traces[key].graph()
+        return self._graphs[key]
+
+
+def _op_event(evaluation: EvalResult, key: str, seq: int) -> OpEvent | None:
+    return next((e for e in evaluation.traces[key].events if isinstance(e, OpEvent) and e.seq == seq), None)
+
+
+def _seq(op_id: str | None) -> int | None:
+    if not op_id or not op_id.startswith("op:"):
+        return None
+    try:
+        return int(op_id[3:])
+    except ValueError:
+        return None
+
+
+def _shown_and_produced(event: OpEvent, memo: ReplayMemo) -> tuple[str, str]:
+    exchange = memo.exchange(event.content_key)
+    if exchange is not None:
+        return exchange.prompt[:_TEXT_LIMIT], exchange.response[:_TEXT_LIMIT]
+    outputs = {k: v for k, v in (event.outputs or {}).items() if k != "error"}
+    return value_text(event.inputs, _TEXT_LIMIT), value_text(outputs, _TEXT_LIMIT)
+
+
+def _evidence(case: CaseResult, event: OpEvent, memo: ReplayMemo, reason: str) -> OpEvidence:
+    shown, produced = _shown_and_produced(event, memo)
+    return OpEvidence(
+        case_id=case.case_id,
+        question=case.question.question,
+        gold=case.question.answer,
+        prediction=case.prediction,
+        shown=shown,
+        produced=produced,
+        reason=reason,
+    )
+
+
+def _success_op(graph: nx.MultiDiGraph, case: CaseResult, predictor: str) -> int | None:
+    node = answer_node(case.case_id)
+    if node not in graph:
+        return None
+    view = GraphView(graph)
+    seqs = [
+        int(graph.nodes[n]["seq"])
+        for n in nx.ancestors(graph, node)
+        if view.is_op(n) and graph.nodes[n].get("predictor") == predictor
+    ]
+    return max(seqs) if seqs else None
+
+
+def build_evidence(
+    predictor: str,
+    instructions: Mapping[str, str],
+    evaluation: EvalResult,
+    blame: Blame,
+    memo: ReplayMemo,
+    *,
+    max_cases: int = 3,
+    graphs: GraphCache | None = None,
+) -> ProposalEvidence:
+    """The evidence for rewriting `predictor`: up to `max_cases` blamed calls and as many correct ones."""
+    cases = evaluation.by_id()
+    graphs = graphs or GraphCache(evaluation)
+    failures: list[OpEvidence] = []
+    op_name = ""
+    for verdict in blame.by_predictor.get(predictor, []):
+        case, seq = cases.get(verdict.case_id), _seq(verdict.op_id)
+        if case is None or seq is None:
+            continue
+        event = _op_event(evaluation, case.conversation_key, seq)
+        if event is None:
+            continue
+        op_name = op_name or event.op
+        failures.append(_evidence(case, event, memo, verdict.reason))
+        if len(failures) >= max_cases:
+            break
+    successes: list[OpEvidence] = []
+    for case in evaluation.passed():
+        seq = _success_op(graphs.get(case.conversation_key), case, predictor)
+        event = _op_event(evaluation, case.conversation_key, seq) if seq is not None else None
+        if event is None:
+            continue
+        op_name = op_name or event.op
+        successes.append(_evidence(case, event, memo, ""))
+        if len(successes) >= max_cases:
+            break
+    return ProposalEvidence(
+        predictor=predictor,
+        op_name=op_name or predictor,
+        instruction=instructions[predictor],
+        failures=tuple(failures),
+        successes=tuple(successes),
+    )
+
+
+def describe(evidence: ProposalEvidence) -> dict[str, Any]:
+    """A short JSON summary of the evidence (case ids), for the study's round record."""
+    return {
+        "failures": [e.case_id for e in evidence.failures],
+        "successes": [e.case_id for e in evidence.successes],
+        "op": evidence.op_name,
+    }

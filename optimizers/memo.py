@@ -1,0 +1,114 @@
+"""The replay memo shared by every evaluation of one optimization: recorded op outputs by content key.
+
+Every traced run (baseline, minibatch, candidate, the QA wrapper's write path) feeds the memo; every later run
+replays through it (`memtrace_opt.tracing.RecordedControl`), so an operation whose op name, instruction, demos
+and inputs are unchanged returns its recorded outputs without an LM call. Rewriting the answer prompt therefore
+re-runs only the answer calls; store-writing ops always run (cheap, no LM), rebuilding the store faithfully.
+
+The memo is namespaced by (task LM name, conversation key): outputs of one model are never served to another.
+It also keeps, per content key, the prompt the LM saw and its reply, the evidence the proposer shows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import dspy
+
+from memtrace_opt.tracing import Event, LMCallEvent, OpEvent, RecordedControl, recorded_ops
+from memtrace_opt.tracing.replay import RecordedOp
+
+__all__ = ["LMExchange", "ReplayMemo", "lm_name"]
+
+
+@dataclass(frozen=True)
+class LMExchange:
+    """What an LM-backed op call showed the LM (the last user message) and what it replied."""
+
+    prompt: str
+    response: str
+
+
+def lm_name(lm: Any = None) -> str:
+    """The model name of `lm` (default: the configured `dspy.settings.lm`), "" when none."""
+    lm = lm if lm is not None else dspy.settings.lm
+    return str(getattr(lm, "model", "") or "")
+
+
+class ReplayMemo:
+    """Thread-safe memo of recorded op outputs, per (model, conversation key)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ops: dict[tuple[str, str], dict[str, list[RecordedOp]]] = {}
+        self._exchanges: dict[str, LMExchange] = {}
+
+    def control(self, conversation_key: str, model: str | None = None) -> RecordedControl:
+        """A fresh replay control over everything recorded so far for this conversation and model."""
+        namespace = (model if model is not None else lm_name(), conversation_key)
+        with self._lock:
+            by_key = self._ops.get(namespace, {})
+            ops = [op for calls in by_key.values() for op in calls]
+        return RecordedControl(ops)
+
+    def learn(self, conversation_key: str, events: Iterable[Event], model: str | None = None) -> int:
+        """Adds the op calls of a traced run; returns how many new content keys it learned. Failed calls and
+        calls whose key is already known are not added (the first recording of a key wins)."""
+        events = list(events)
+        namespace = (model if model is not None else lm_name(), conversation_key)
+        grouped: dict[str, list[RecordedOp]] = {}
+        for op in recorded_ops(events):
+            if op.writes_store or op.content_key is None or op.outputs is None or op.error:
+                continue
+            grouped.setdefault(op.content_key, []).append(op)
+        exchanges = _exchanges(events)
+        with self._lock:
+            known = self._ops.setdefault(namespace, {})
+            fresh = {key: calls for key, calls in grouped.items() if key not in known}
+            known.update(fresh)
+            for key, exchange in exchanges.items():
+                self._exchanges.setdefault(key, exchange)
+        return len(fresh)
+
+    def exchange(self, content_key: str | None) -> LMExchange | None:
+        """The prompt and reply recorded for an LM-backed op call with this content key, if any."""
+        if content_key is None:
+            return None
+        with self._lock:
+            return self._exchanges.get(content_key)
+
+    def copy(self) -> ReplayMemo:
+        """An independent memo holding everything recorded so far (optimizers compared from the same start)."""
+        other = ReplayMemo()
+        with self._lock:
+            other._ops = {ns: dict(by_key) for ns, by_key in self._ops.items()}
+            other._exchanges = dict(self._exchanges)
+        return other
+
+    def size(self) -> int:
+        with self._lock:
+            return sum(len(by_key) for by_key in self._ops.values())
+
+
+def _exchanges(events: list[Event]) -> dict[str, LMExchange]:
+    """content key -> the last LM exchange made inside that op call (live calls only)."""
+    keys = {e.call_id: e.content_key for e in events if isinstance(e, OpEvent) and e.content_key}
+    out: dict[str, LMExchange] = {}
+    for event in events:
+        if not isinstance(event, LMCallEvent) or event.op_call_id not in keys or event.error:
+            continue
+        user = next((m for m in reversed(event.messages) if isinstance(m, dict) and m.get("role") == "user"), None)
+        prompt = _text(user.get("content")) if user else ""
+        out[str(keys[event.op_call_id])] = LMExchange(prompt=prompt, response=str(event.response or ""))
+    return out
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content)
+    return str(content or "")

@@ -1,0 +1,221 @@
+"""`memtrace optimize`: optimize a memory system's prompts on a train/val split and test it on held-out questions.
+
+`optimize_system(OptimizeRequest)` is what the CLI and the tests call. It writes the run directory:
+
+    config.yaml     system, settings, data slice and splits, models by role, loop settings, study
+    optuna.db       the study (one trial per candidate; a killed run resumes from it)
+    manifest.json   kind "optimize": baseline {val_accuracy}, rounds [...], optimizer summary, test accuracy
+                    before/after, LM usage by role, timings
+    verdicts.jsonl  every attribution verdict of every round (with its round)
+    program.json    the optimized program (DSPy state: `Mem0Memory().load(path)` or `load_optimized(path)`)
+    cases.jsonl     the optimized program's test answers (baseline answer and correctness in `extra`)
+    graphs/*.json   the evolution graphs of the optimized program's test runs
+    report.html     the page of `memtrace report` (the rounds, and the failed test questions)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from memtrace_opt.data import DataSlice, load_data
+from memtrace_opt.errors import ConfigError, MemtraceError
+from memtrace_opt.lm.models import Models
+from memtrace_opt.lm.roles import ModelRoles
+from memtrace_opt.optimizers.evaluation import CachedEvaluator, EvalResult
+from memtrace_opt.optimizers.examples import case_refs, make_examples
+from memtrace_opt.optimizers.program_io import instructions_of, save_program
+from memtrace_opt.optimizers.records import RoundRecord, _redact
+from memtrace_opt.optimizers.splits import Splits, make_splits
+from memtrace_opt.optimizers.study import default_storage
+from memtrace_opt.optimizers.teleprompter import LoopSettings, MemTraceOptimizer
+from memtrace_opt.programs import make_program
+from memtrace_opt.rundir import CaseRecord, RunDir, versions
+
+__all__ = ["PRESETS", "OptimizeRequest", "OptimizeSummary", "optimize_system", "apply_preset"]
+
+log = logging.getLogger(__name__)
+
+# `quick`: one short conversation slice and a couple of rounds, sized for the embedded model on 2 cores.
+PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {
+        "data": "sample",
+        "split": "0.4,0.3,0.3",
+        "attribution": "lineage",
+        "settings": {"max_rounds": 2, "patience": 2, "num_candidates": 2, "minibatch_size": 4,
+                     "max_lm_calls": 60, "evidence_cases": 2, "max_seconds": 540},
+    },
+}
+
+
+@dataclass(frozen=True)
+class OptimizeRequest:
+    """Everything one `memtrace optimize` needs. `train`/`val`/`test` are comma-separated conversation ids;
+    without them the questions of the slice are split by `split` fractions."""
+
+    system: str
+    data: str
+    out: Path
+    roles: ModelRoles = field(default_factory=ModelRoles)
+    data_slice: DataSlice = field(default_factory=DataSlice)
+    train: str | None = None
+    val: str | None = None
+    test: str | None = None
+    split: str = "0.4,0.3,0.3"
+    per_split: int | None = None
+    program_settings: dict[str, Any] = field(default_factory=dict)
+    program_path: Path | None = None
+    settings: LoopSettings = field(default_factory=LoopSettings)
+    attribution: str = "graphtrace"
+    judge: bool = False
+    storage: str | None = None
+    seed: int = 0
+    preset: str | None = None
+
+
+@dataclass(frozen=True)
+class OptimizeSummary:
+    run_dir: Path
+    baseline_val: float
+    best_val: float
+    test_baseline: float | None
+    test_optimized: float | None
+    rounds: int
+    stop_reason: str
+    lm_calls: int
+    seconds: float
+
+
+def apply_preset(request: OptimizeRequest, explicit: set[str]) -> OptimizeRequest:
+    """`request` with the preset's values for every field the user did not set (`explicit` names them)."""
+    if request.preset is None:
+        return request
+    preset = PRESETS.get(request.preset)
+    if preset is None:
+        raise ConfigError(f"unknown preset {request.preset!r}; presets: {', '.join(PRESETS)}")
+    changes: dict[str, Any] = {k: v for k, v in preset.items() if k != "settings" and k not in explicit}
+    if "settings" not in explicit:
+        changes["settings"] = LoopSettings(**{**request.settings.to_dict(), **preset["settings"]})
+    return replace(request, **changes)
+
+
+def _record_case(run: RunDir, system: str, dataset: str, optimized: EvalResult, baseline: EvalResult) -> None:
+    before = baseline.by_id()
+    for case in optimized.cases:
+        prior = before.get(case.case_id)
+        run.append_case(CaseRecord(
+            case_id=f"{system}:{case.case_id}",
+            system=system,
+            dataset=dataset,
+            sample_id=case.conversation_key.split("@", 1)[0],
+            question_id=case.case_id,
+            question=case.question.question,
+            gold=case.question.answer,
+            prediction=case.prediction,
+            category=case.question.category,
+            evidence=list(case.question.evidence),
+            abstention=case.question.abstention,
+            scores=dict(case.score.scores),
+            correct=case.correct,
+            graph=str(run.graph_path(case.conversation_key.split("@", 1)[0]).relative_to(run.root)),
+            error=case.error,
+            extra={"split": "test", "baseline_prediction": prior.prediction if prior else None,
+                   "baseline_correct": prior.correct if prior else None},
+        ))
+
+
+def optimize_system(
+    request: OptimizeRequest,
+    *,
+    models: Models | None = None,
+    on_round: Callable[[RoundRecord], None] | None = None,
+    optimizer_options: dict[str, Any] | None = None,
+) -> OptimizeSummary:
+    """Optimize, save and test (see the module docstring). Resumes a killed run found in `request.out`."""
+    from memtrace_opt.tracing import save_graph
+
+    started = time.time()
+    run = RunDir(request.out)
+    if run.cases_path.exists():
+        raise MemtraceError(f"{run.root} already holds a finished optimization (cases.jsonl); choose another --out")
+    run.create()
+    dataset = load_data(request.data, request.data_slice)
+    splits: Splits = make_splits(dataset, train=request.train, val=request.val, test=request.test,
+                                 split=request.split, per_split=request.per_split, seed=request.seed)
+    student = make_program(request.system, request.program_settings)
+    if request.program_path is not None:
+        from memtrace_opt.runner import load_program_state
+
+        load_program_state(student, request.program_path)
+    models = models if models is not None else Models.from_roles(request.roles)
+    storage = request.storage or default_storage(run.root)
+    run.write_config({
+        "kind": "optimize",
+        "system": request.system,
+        "program": student.config.to_dict(),
+        "program_path": str(request.program_path) if request.program_path else None,
+        "dataset": dataset.name,
+        "data": {"spec": request.data, "path": str(dataset.path), "slice": request.data_slice.to_dict()},
+        "splits": splits.to_dict(),
+        "models": request.roles.to_dict(),
+        "optimizer": {"settings": request.settings.to_dict(), "attribution": request.attribution,
+                      "metric": "judge" if request.judge else "rule", "storage": _redact(storage),
+                      "preset": request.preset},
+        "seed": request.seed,
+    })
+    optimizer = MemTraceOptimizer.from_models(
+        models, judge=request.judge, settings=request.settings, attribution=request.attribution,
+        storage=storage, on_round=on_round, **(optimizer_options or {}),
+    )
+    optimized = optimizer.compile(student, trainset=make_examples(splits.train), valset=make_examples(splits.val))
+    result = optimizer.result
+    assert result is not None
+    save_program(optimized, run.program_path, extra={"study": result.study_name})
+    with run.verdicts_path.open("w", encoding="utf-8") as handle:
+        for verdict in result.verdicts:
+            handle.write(json.dumps(verdict, sort_keys=True, ensure_ascii=False) + "\n")
+    test_cases = case_refs(make_examples(splits.test))
+    test_baseline = test_optimized = None
+    if test_cases:
+        evaluator = CachedEvaluator(optimizer.metric, memo=optimizer.memo, task_lm=models.task,
+                                    meta={"system": request.system, "dataset": dataset.name, "models": models.names()})
+        before = evaluator.evaluate(student, test_cases)
+        after = evaluator.evaluate(optimized, test_cases)
+        for key, traced in after.traces.items():
+            save_graph(traced.graph(), run.graph_path(key.split("@", 1)[0]))
+        _record_case(run, request.system, dataset.name, after, before)
+        test_baseline, test_optimized = before.accuracy, after.accuracy
+    else:
+        run.cases_path.touch()
+    seconds = time.time() - started
+    manifest = {
+        "kind": "optimize",
+        "versions": versions(),
+        "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(),
+        "ended_at": datetime.now(timezone.utc).isoformat(),
+        "seconds": round(seconds, 2),
+        "usage": models.usage.to_dict(),
+        **result.manifest_part(),
+        "test": {"baseline_accuracy": test_baseline, "optimized_accuracy": test_optimized,
+                 "questions": len(test_cases)},
+        "splits": splits.to_dict(),
+        "instructions": {"before": instructions_of(student), "after": instructions_of(optimized)},
+    }
+    run.write_manifest(manifest)
+    try:
+        from memtrace_opt.report import write_report
+
+        write_report(run.root)
+    except Exception:  # noqa: BLE001 - the page is a convenience; the run's artifacts are already written
+        log.warning("could not write %s", run.report_path, exc_info=True)
+    return OptimizeSummary(
+        run_dir=run.root, baseline_val=result.baseline_val, best_val=result.best_val, test_baseline=test_baseline,
+        test_optimized=test_optimized, rounds=len(result.rounds), stop_reason=result.stop_reason,
+        lm_calls=result.lm_calls, seconds=seconds,
+    )

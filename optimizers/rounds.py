@@ -1,0 +1,205 @@
+"""One round of the closed loop: trace the minibatch, attribute its failures, choose the most blamed
+predictor, propose K rewrites of it, evaluate them (minibatch first, valset for the best) and decide.
+
+Every step that costs LM calls is recorded in the study before the next begins, so a killed round resumes:
+the round's plan (blame, chosen predictor, proposals) is study attribute `round:N`; each candidate is a
+trial; the outcome is `round_done:N`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+
+from memtrace_opt.optimizers.acceptance import AcceptanceRule
+from memtrace_opt.optimizers.blame import attribute_failures
+from memtrace_opt.optimizers.budget import LMBudget
+from memtrace_opt.optimizers.evaluation import CachedEvaluator
+from memtrace_opt.optimizers.evidence import build_evidence, describe
+from memtrace_opt.optimizers.examples import CaseRef
+from memtrace_opt.optimizers.program_io import instructions_of, with_instruction
+from memtrace_opt.optimizers.proposal import InstructionProposer
+from memtrace_opt.optimizers.records import CandidateRecord, RoundRecord
+from memtrace_opt.optimizers.selection import ModuleSelector, RoundOutcome
+from memtrace_opt.optimizers.study import StudyLedger, TrialHandle
+
+__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "instructions_digest"]
+
+log = logging.getLogger(__name__)
+
+
+def instructions_digest(instructions: dict[str, str]) -> str:
+    text = "\x1f".join(f"{k}\x1e{v}" for k, v in sorted(instructions.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass
+class RoundContext:
+    """What every round shares."""
+
+    ledger: StudyLedger
+    evaluator: CachedEvaluator
+    budget: LMBudget
+    selector: ModuleSelector
+    proposer: InstructionProposer
+    acceptance: AcceptanceRule
+    attribution: Any
+    attributor_lm: Any
+    attribution_config: Any
+    valset: Sequence[CaseRef]
+    num_candidates: int
+    evidence_cases: int
+    system: str = ""
+    predictors: Sequence[str] = ()
+
+
+@dataclass
+class RoundOutcomeFull:
+    """A finished round: its record, the program after it, its verdicts (dicts) and whether it was cut short."""
+
+    record: RoundRecord
+    program: dspy.Module
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    budget_hit: bool = False
+
+
+def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Sequence[CaseRef],
+          history: Sequence[RoundOutcome]) -> dict[str, Any]:
+    """Trace the minibatch, attribute failures, choose the predictor, ask for proposals; record the plan."""
+    evaluation = ctx.evaluator.evaluate(program, minibatch)
+    blame = attribute_failures(
+        evaluation, evaluation.failed(), method=ctx.attribution, lm=ctx.attributor_lm,
+        predictors=ctx.predictors, system=ctx.system, config=ctx.attribution_config,
+    )
+    chosen = ctx.selector.select(blame.counts(), history)
+    instructions = instructions_of(program)
+    proposals: list[str] = []
+    evidence_summary: dict[str, Any] = {}
+    if chosen is not None and not ctx.budget.exhausted():
+        evidence = build_evidence(chosen, instructions, evaluation, blame, ctx.evaluator.memo,
+                                  max_cases=ctx.evidence_cases)
+        evidence_summary = describe(evidence)
+        proposals = ctx.proposer.propose(evidence, ctx.num_candidates)
+    plan = {
+        "round": number,
+        "minibatch": [case.case_id for case in minibatch],
+        "minibatch_score": evaluation.accuracy,
+        "blame_counts": blame.counts(),
+        "not_fixable": blame.not_fixable,
+        "chosen_predictor": chosen,
+        "previous_instruction": instructions.get(chosen) if chosen else None,
+        "proposals": proposals,
+        "evidence": evidence_summary,
+        "verdicts": [{**v.to_dict(), "round": number} for v in blame.verdicts],
+    }
+    existing = ctx.ledger.get(f"round:{number}")
+    if existing is not None:  # another worker sharing the study planned this round first: follow its plan
+        return dict(existing)
+    ctx.ledger.put(f"round:{number}", plan)
+    return plan
+
+
+def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val: float,
+              minibatch: Sequence[CaseRef], history: Sequence[RoundOutcome]) -> RoundOutcomeFull:
+    """Run (or resume) round `number` from `program` whose valset accuracy is `current_val`."""
+    spent_before = ctx.budget.spent()
+    plan = ctx.ledger.get(f"round:{number}")
+    if plan is None:
+        plan = _plan(ctx, number, program, minibatch, history)
+    else:
+        by_id = {case.case_id: case for case in minibatch}
+        minibatch = [by_id[i] for i in plan["minibatch"] if i in by_id] or list(minibatch)
+    chosen: str | None = plan["chosen_predictor"]
+    candidates, accepted_text, new_val, budget_hit = _candidates(ctx, number, plan, program, current_val, minibatch)
+    new_program = with_instruction(program, chosen, accepted_text) if (chosen and accepted_text) else program
+    record = RoundRecord(
+        round=number,
+        blame_counts=dict(plan["blame_counts"]),
+        not_fixable=dict(plan["not_fixable"]),
+        chosen_predictor=chosen,
+        previous_instruction=plan["previous_instruction"],
+        candidates=candidates,
+        accepted=accepted_text is not None,
+        val_accuracy=new_val,
+        lm_calls=ctx.budget.spent() - spent_before,
+    )
+    return RoundOutcomeFull(record, new_program, list(plan.get("verdicts") or []), budget_hit)
+
+
+def _key(number: int, chosen: str, parent: str, text: str) -> str:
+    return f"r{number}:{chosen}:{parent}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: dspy.Module, current_val: float,
+                minibatch: Sequence[CaseRef]) -> tuple[list[CandidateRecord], str | None, float, bool]:
+    chosen, texts = plan["chosen_predictor"], list(plan["proposals"])
+    if not chosen or not texts:
+        return [], None, current_val, False
+    parent = instructions_digest(instructions_of(program))
+    current_mb = float(plan["minibatch_score"])
+    finished: dict[int, dict[str, Any]] = {}
+    handles: dict[int, TrialHandle] = {}
+    scores: dict[int, float] = {}
+    budget_hit = False
+    with contextlib.ExitStack() as stack:
+        for i, text in enumerate(texts):
+            key = _key(number, chosen, parent, text)
+            done = ctx.ledger.finished(key)
+            if done is not None:
+                finished[i], scores[i] = done, float(done.get("minibatch_score") or 0.0)
+                continue
+            prior = ctx.ledger.partial_score(key)
+            if prior is None and ctx.budget.exhausted():
+                budget_hit = True
+                break
+            handle = stack.enter_context(ctx.ledger.trial(key, {"round": number, "predictor": chosen,
+                                                                "candidate": i, "instruction": text}))
+            if prior is not None:
+                score = prior
+            else:
+                score = ctx.evaluator.evaluate(with_instruction(program, chosen, text), minibatch).accuracy
+            handle.minibatch(score)
+            handles[i], scores[i] = handle, score
+        if not scores:
+            return [], None, current_val, budget_hit
+        best = max(scores, key=lambda i: (scores[i], -i))
+        val: float | None = None
+        accepted = False
+        if best in finished:
+            val, accepted = finished[best].get("val_score"), bool(finished[best].get("accepted"))
+            why = str(finished[best].get("why", ""))
+        else:
+            gate = ctx.acceptance.on_minibatch(current_mb, scores[best])
+            why = gate.why
+            if gate.ok and ctx.budget.exhausted():
+                why, budget_hit = "not validated: the LM-call budget is spent", True
+            elif gate.ok:
+                val = ctx.evaluator.evaluate(with_instruction(program, chosen, texts[best]), ctx.valset).accuracy
+                decision = ctx.acceptance.on_valset(current_val, val)
+                accepted, why = decision.ok, decision.why
+        records: list[CandidateRecord] = []
+        for i in sorted(scores):
+            if i in finished:
+                done = finished[i]
+                records.append(CandidateRecord(texts[i], done.get("minibatch_score"), done.get("val_score"),
+                                               bool(done.get("accepted")), str(done.get("why", ""))))
+                continue
+            if i == best:
+                record = CandidateRecord(texts[i], scores[i], val, accepted, why)
+            else:
+                record = CandidateRecord(texts[i], scores[i], None, False,
+                                         f"not validated: minibatch {scores[i]:.3f} below the best candidate's "
+                                         f"{scores[best]:.3f}")
+            if record.val_score is not None:
+                handles[i].validated(record.val_score, accepted=record.accepted, why=record.why)
+            else:
+                handles[i].pruned(accepted=False, why=record.why)
+            records.append(record)
+    accepted_text = texts[best] if accepted else None
+    return records, accepted_text, (float(val) if accepted and val is not None else current_val), budget_hit

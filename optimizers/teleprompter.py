@@ -1,0 +1,268 @@
+"""`MemTraceOptimizer`: a DSPy teleprompter that rewrites only the prompt attribution blames, in a closed loop.
+
+    optimizer = MemTraceOptimizer.from_models(models, settings=LoopSettings(max_lm_calls=300),
+                                              storage="sqlite:///run/optuna.db")
+    optimized = optimizer.compile(Mem0Memory(), trainset=make_examples(train), valset=make_examples(val))
+    optimizer.result.manifest_part()   # baseline, rounds, optimizer summary
+
+Examples are `make_examples(...)` examples (inputs `conversation`, `question`); the student is a
+`MemoryProgram` or a `MemoryQA`, and `compile` returns the same kind. Steps:
+1. Evaluate the student on the valset, traced (the baseline).
+2. Each round: trace the next training minibatch; attribute every failure; map blamed ops to predictors
+   (failures blamed on non-LM ops are counted as not fixable by prompts); choose the most blamed predictor.
+3. The reflection LM proposes K instructions for THAT predictor, from its blamed calls and correct cases.
+4. Candidates run with cached replay (only ops whose content changed reach the LM), on the minibatch
+   first; the best goes to the valset; it is accepted only if it improves the valset accuracy.
+5. Stop after `patience` rounds without an accepted change, `max_rounds`, when the LM-call budget (task,
+   reflection and attributor calls) is spent, or after `max_seconds` of wall time (the baseline always
+   completes; a round cut short by the budget is not recorded, and resumes with a larger budget).
+Invariant: an accepted step changes the instructions of exactly one predictor (asserted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import dspy
+from dspy.teleprompt import Teleprompter
+
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.lm.usage import UsageTracker
+from memtrace_opt.optimizers.acceptance import AcceptanceRule, StrictImprovement
+from memtrace_opt.optimizers.budget import BudgetExhausted, LMBudget, guard_lm
+from memtrace_opt.optimizers.evaluation import CachedEvaluator
+from memtrace_opt.optimizers.examples import CaseRef, case_refs
+from memtrace_opt.optimizers.memo import ReplayMemo, lm_name
+from memtrace_opt.optimizers.metric import AnswerMetric
+from memtrace_opt.optimizers.program_io import (
+    changed_predictors,
+    instructions_of,
+    system_name,
+    with_instruction,
+)
+from memtrace_opt.optimizers.proposal import InstructionProposer, ReflectiveProposer
+from memtrace_opt.optimizers.qa import MemoryQA, unwrap_memory
+from memtrace_opt.optimizers.records import OptimizationResult, RoundRecord
+from memtrace_opt.optimizers.rounds import RoundContext, run_round
+from memtrace_opt.optimizers.selection import ModuleSelector, MostBlamed, RoundOutcome
+from memtrace_opt.optimizers.study import StudyLedger
+from memtrace_opt.optimizers.usage import counting
+
+__all__ = ["LoopSettings", "MemTraceOptimizer", "METERED_ROLES"]
+
+log = logging.getLogger(__name__)
+
+METERED_ROLES = ("task", "reflection", "attributor")
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """Knobs of the loop. `max_lm_calls` / `max_seconds` None mean no budget; `minibatch_size` training cases
+    per round."""
+
+    max_rounds: int = 6
+    patience: int = 2
+    num_candidates: int = 3
+    minibatch_size: int = 8
+    max_lm_calls: int | None = None
+    evidence_cases: int = 3
+    seed: int = 0
+    threads: int = 1
+    max_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
+            raise ConfigError("optimizer: max_rounds, patience, num_candidates and minibatch_size must be >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class MemTraceOptimizer(Teleprompter):
+    """Attribution-guided, one-predictor-at-a-time instruction optimization (see the module docstring)."""
+
+    def __init__(
+        self,
+        metric: AnswerMetric | None = None,
+        *,
+        task_lm: Any = None,
+        reflection_lm: Any = None,
+        attributor_lm: Any = None,
+        usage: UsageTracker | None = None,
+        settings: LoopSettings | None = None,
+        attribution: Any = "graphtrace",
+        attribution_config: Any = None,
+        selector: ModuleSelector | None = None,
+        proposer: InstructionProposer | None = None,
+        acceptance: AcceptanceRule | None = None,
+        storage: str | None = None,
+        study_name: str | None = None,
+        memo: ReplayMemo | None = None,
+        on_round: Callable[[RoundRecord], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.metric = metric or AnswerMetric()
+        self.task_lm = task_lm
+        self.reflection_lm = reflection_lm
+        self.attributor_lm = attributor_lm
+        self.usage = usage
+        self.settings = settings or LoopSettings()
+        self.attribution = attribution
+        self.attribution_config = attribution_config
+        self.selector = selector or MostBlamed()
+        self.proposer = proposer
+        self.acceptance = acceptance or StrictImprovement()
+        self.storage = storage
+        self.study_name = study_name
+        self.memo = memo or ReplayMemo()
+        self.on_round = on_round
+        self.result: OptimizationResult | None = None
+
+    @classmethod
+    def from_models(cls, models: Any, *, judge: bool = False, **kwargs: Any) -> MemTraceOptimizer:
+        """An optimizer over a `memtrace_opt.lm.Models`' roles; `judge=True` scores with the LLM judge."""
+        metric = kwargs.pop("metric", None) or AnswerMetric(judge=judge, judge_lm=models.judge if judge else None)
+        return cls(metric, task_lm=models.task, reflection_lm=models.reflection, attributor_lm=models.attributor,
+                   usage=models.usage, **kwargs)
+
+    # ---------------------------------------------------------------------------------------------------
+    def _study_name(self, memory: Any, train: Sequence[CaseRef], val: Sequence[CaseRef]) -> str:
+        method = self.attribution if isinstance(self.attribution, str) else getattr(self.attribution, "name", "custom")
+        setup = {
+            "system": system_name(memory),
+            "config": memory.config.to_dict(),
+            "instructions": instructions_of(memory),
+            "train": [c.case_id for c in train],
+            "val": [c.case_id for c in val],
+            "settings": {k: v for k, v in self.settings.to_dict().items() if k not in ("max_lm_calls", "threads", "max_seconds")},
+            "method": method,
+            "metric": self.metric.name,
+            "model": lm_name(self.task_lm),
+        }
+        digest = hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        return f"memtrace-{system_name(memory).replace(':', '_')}-{digest}"
+
+    def _minibatch(self, order: Sequence[CaseRef], number: int) -> list[CaseRef]:
+        size = min(self.settings.minibatch_size, len(order))
+        start = ((number - 1) * size) % len(order)
+        return [order[(start + i) % len(order)] for i in range(size)]
+
+    def compile(self, student: dspy.Module, *, trainset: Sequence[Any], teacher: Any = None,
+                valset: Sequence[Any] | None = None) -> dspy.Module:
+        if not trainset:
+            raise ConfigError("optimizer: the trainset is empty")
+        lms = {"task": self.task_lm, "reflection": self.reflection_lm, "attributor": self.attributor_lm}
+        task_lm = self.task_lm if self.task_lm is not None else dspy.settings.lm
+        with counting(lms, self.usage) as usage, dspy.context(lm=task_lm):
+            return self._compile(student, case_refs(trainset), case_refs(valset or trainset), usage)
+
+    def _compile(self, student: dspy.Module, train: list[CaseRef], val: list[CaseRef], usage: UsageTracker) -> dspy.Module:
+        started = time.perf_counter()
+        memory = unwrap_memory(student)
+        study_name = self.study_name or self._study_name(memory, train, val)
+        ledger = StudyLedger.open(storage=self.storage, study_name=study_name)
+        prior_calls = int(ledger.get("lm_calls_total", 0))
+        limit = self.settings.max_lm_calls
+        deadline = None if self.settings.max_seconds is None else time.monotonic() + self.settings.max_seconds
+        budget = LMBudget(usage, None if limit is None else max(0, limit - prior_calls), METERED_ROLES, deadline)
+        system = system_name(memory)
+        evaluator = CachedEvaluator(self.metric, memo=self.memo, task_lm=self.task_lm,
+                                    meta={"system": system}, threads=self.settings.threads)
+        task_lm = self.task_lm if self.task_lm is not None else dspy.settings.lm
+
+        def guard(lm: Any) -> Any:  # rounds stop exactly at the budget; the baseline always completes
+            return guard_lm(lm, budget) if lm is not None and budget.bounded else lm
+
+        proposer = self.proposer or ReflectiveProposer(lm=guard(self.reflection_lm or task_lm))
+        ctx = RoundContext(
+            ledger=ledger, evaluator=evaluator, budget=budget, selector=self.selector, proposer=proposer,
+            acceptance=self.acceptance, attribution=self.attribution, attributor_lm=guard(self.attributor_lm),
+            attribution_config=self.attribution_config, valset=val, num_candidates=self.settings.num_candidates,
+            evidence_cases=self.settings.evidence_cases, system=system,
+            predictors=[name for name, _ in memory.named_predictors()],
+        )
+        baseline = ledger.get("baseline")
+        if baseline is None:
+            baseline = {"val_accuracy": evaluator.evaluate(memory, val).accuracy}
+            ledger.put("baseline", baseline)
+            ledger.put("lm_calls_total", prior_calls + budget.spent())
+        log.info("baseline valset accuracy %.3f (%s)", baseline["val_accuracy"], study_name)
+        evaluator.task_lm = guard(task_lm)
+        order = list(train)
+        random.Random(self.settings.seed).shuffle(order)
+        program, current_val = memory, float(baseline["val_accuracy"])
+        rounds: list[RoundRecord] = []
+        history: list[RoundOutcome] = []
+        verdicts: list[dict[str, Any]] = []
+        stop_reason, plateau = "max_rounds", 0
+        for number in range(1, self.settings.max_rounds + 1):
+            done = ledger.get(f"round_done:{number}")
+            if done is not None:
+                record = RoundRecord.from_dict(done)
+                if record.accepted and record.chosen_predictor and record.accepted_instruction is not None:
+                    program = with_instruction(program, record.chosen_predictor, record.accepted_instruction)
+                    current_val = record.val_accuracy
+                plan = ledger.get(f"round:{number}") or {}
+                verdicts.extend(plan.get("verdicts") or [])
+                budget_hit = False
+            else:
+                if budget.exhausted():
+                    stop_reason = "time" if budget.out_of_time() else "budget"
+                    break
+                before = program
+                try:
+                    outcome = run_round(ctx, number, program, current_val, self._minibatch(order, number), history)
+                except BudgetExhausted as spent:
+                    log.info("round %d stopped: %s", number, spent)
+                    ledger.put("lm_calls_total", prior_calls + budget.spent())
+                    stop_reason = "time" if budget.out_of_time() else "budget"
+                    break
+                record, program, budget_hit = outcome.record, outcome.program, outcome.budget_hit
+                if record.accepted:
+                    changed = changed_predictors(before, program)
+                    assert changed == [record.chosen_predictor], f"an accepted step changed {changed}"
+                    current_val = record.val_accuracy
+                verdicts.extend(outcome.verdicts)
+                if not budget_hit:
+                    ledger.put(f"round_done:{number}", record.to_dict())
+                ledger.put("lm_calls_total", prior_calls + budget.spent())
+            rounds.append(record)
+            history.append(RoundOutcome(record.chosen_predictor, record.accepted))
+            if self.on_round is not None:
+                self.on_round(record)
+            plateau = 0 if record.accepted else plateau + 1
+            if budget_hit or budget.exhausted():
+                stop_reason = "time" if budget.out_of_time() else "budget"
+                break
+            if plateau >= self.settings.patience:
+                stop_reason = "plateau"
+                break
+        optimized: dspy.Module = program
+        if isinstance(student, MemoryQA):
+            optimized = student.deepcopy()
+            optimized.memory = program
+        self.result = OptimizationResult(
+            program=optimized,
+            baseline_val=float(baseline["val_accuracy"]),
+            rounds=rounds,
+            stop_reason=stop_reason,
+            lm_calls=prior_calls + budget.spent(),
+            lm_calls_by_role=budget.by_role(),
+            tokens=budget.tokens(),
+            seconds=time.perf_counter() - started,
+            study_name=study_name,
+            storage=self.storage,
+            trials=ledger.trials_count(),
+            verdicts=verdicts,
+        )
+        log.info("optimization stopped (%s) after %d rounds; valset %.3f -> %.3f; %d LM calls", stop_reason,
+                 len(rounds), self.result.baseline_val, self.result.best_val, self.result.lm_calls)
+        return optimized
+

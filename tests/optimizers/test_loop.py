@@ -1,0 +1,112 @@
+"""The closed loop with the fake LM: it finds and fixes the planted bad instruction, and stops as told."""
+
+from __future__ import annotations
+
+from optfixtures import ANSWER, BAD_EXTRACT, DECIDE, EXTRACT, FIX, make_models
+
+from memtrace_opt.optimizers import LoopSettings, MemoryQA, MemTraceOptimizer, instructions_of
+from memtrace_opt.optimizers.records import RoundRecord
+from memtrace_opt.programs.mem0 import Mem0Memory
+
+ROUND_KEYS = {"round", "blame_counts", "not_fixable", "chosen_predictor", "previous_instruction", "candidates",
+              "accepted", "val_accuracy", "lm_calls"}
+CANDIDATE_KEYS = {"instruction", "minibatch_score", "val_score", "accepted", "why"}
+
+
+def optimizer(models, **settings) -> MemTraceOptimizer:
+    defaults = {"max_rounds": 4, "num_candidates": 2, "minibatch_size": 5}
+    return MemTraceOptimizer.from_models(models, settings=LoopSettings(**{**defaults, **settings}),
+                                         attribution="lineage")
+
+
+def test_fixes_the_planted_instruction_and_leaves_the_others(fake_models, planted, examples):
+    models, _ = fake_models
+    opt = optimizer(models)
+    optimized = opt.compile(planted, trainset=examples, valset=examples)
+    before, after = instructions_of(planted), instructions_of(optimized)
+    assert after[EXTRACT] == BAD_EXTRACT + FIX
+    assert after[ANSWER] == before[ANSWER] and after[DECIDE] == before[DECIDE]
+    first = opt.result.rounds[0]
+    assert first.chosen_predictor == EXTRACT
+    assert first.blame_counts[EXTRACT] == max(first.blame_counts.values())
+    assert first.accepted and first.val_accuracy > opt.result.baseline_val
+    assert isinstance(optimized, Mem0Memory) and instructions_of(planted)[EXTRACT] == BAD_EXTRACT  # a copy
+
+
+def test_the_proposer_sees_the_blamed_calls_and_correct_cases(fake_models, planted, examples):
+    models, engine = fake_models
+    optimizer(models, max_rounds=1).compile(planted, trainset=examples, valset=examples)
+    first = engine.calls_for("new_instruction")[0].inputs
+    assert first["step"].startswith("mem0.extract_facts") and first["current_instruction"] == BAD_EXTRACT
+    assert "Why this step was blamed:" in first["failed_cases"] and "[[" not in first["step"]
+    assert "yesterday" in first["failed_cases"]  # the messages the extraction was shown
+    assert first["correct_cases"] != "(none)"
+
+
+def test_each_accepted_step_changes_exactly_one_predictor(fake_models, planted, examples):
+    models, _ = fake_models
+    seen = []
+    opt = optimizer(models)
+    opt.on_round = seen.append
+    opt.compile(planted, trainset=examples, valset=examples)
+    current = instructions_of(planted)
+    for record in seen:
+        if not record.accepted:
+            continue
+        changed = dict(current)
+        changed[record.chosen_predictor] = record.accepted_instruction
+        assert sum(changed[k] != current[k] for k in current) == 1
+        assert record.previous_instruction == current[record.chosen_predictor]
+        current = changed
+    assert any(r.accepted for r in seen)
+
+
+def test_manifest_has_the_report_shape(fake_models, planted, examples):
+    models, _ = fake_models
+    opt = optimizer(models)
+    opt.compile(planted, trainset=examples, valset=examples)
+    part = opt.result.manifest_part()
+    assert set(part["baseline"]) == {"val_accuracy"}
+    assert part["rounds"] and all(set(r) == ROUND_KEYS for r in part["rounds"])
+    for record in part["rounds"]:
+        assert all(set(c) == CANDIDATE_KEYS for c in record["candidates"])
+        assert sum(c["accepted"] for c in record["candidates"]) == int(record["accepted"])
+        assert RoundRecord.from_dict(record).to_dict() == record
+
+
+def test_plateau_stops_after_patience_rounds_without_a_change(planted, examples):
+    def useless(call):
+        return {"new_instruction": "Write short notes about the people. Skip anything about time."}
+
+    models, _ = make_models(useless)
+    opt = optimizer(models, max_rounds=6, patience=2)
+    optimized = opt.compile(planted, trainset=examples, valset=examples)
+    assert opt.result.stop_reason == "plateau"
+    assert len(opt.result.rounds) == 2 and not any(r.accepted for r in opt.result.rounds)
+    assert instructions_of(optimized) == instructions_of(planted)
+
+
+def test_budget_stops_the_loop(fake_models, planted, examples):
+    models, _ = fake_models
+    opt = optimizer(models, max_rounds=6, max_lm_calls=20)
+    opt.compile(planted, trainset=examples, valset=examples)
+    result = opt.result
+    assert result.stop_reason == "budget"
+    assert result.lm_calls == 20  # the baseline (under the budget) completes; the rounds stop at the limit
+    assert len(result.rounds) < 6
+
+
+def test_a_memory_qa_student_comes_back_as_a_memory_qa(fake_models, planted, examples):
+    models, _ = fake_models
+    student = MemoryQA(planted)
+    optimized = optimizer(models).compile(student, trainset=examples, valset=examples)
+    assert isinstance(optimized, MemoryQA)
+    assert instructions_of(optimized.memory)[EXTRACT] == BAD_EXTRACT + FIX
+
+
+def test_time_budget_stops_after_the_baseline(fake_models, planted, examples):
+    models, _ = fake_models
+    opt = optimizer(models, max_seconds=0)
+    optimized = opt.compile(planted, trainset=examples, valset=examples)
+    assert opt.result.stop_reason == "time" and opt.result.rounds == []
+    assert opt.result.baseline_val > 0 and instructions_of(optimized) == instructions_of(planted)

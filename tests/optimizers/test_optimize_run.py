@@ -1,0 +1,71 @@
+"""`memtrace optimize` and `memtrace compare` end to end with the fake LM: the run directory and the table."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from optfixtures import BAD_EXTRACT, EXTRACT, FIX
+from toydata import write_locomo
+
+from memtrace_opt.cli import main
+from memtrace_opt.optimizers import LoopSettings, instructions_of, load_optimized, save_program
+from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers
+from memtrace_opt.optimizers.optimize import OptimizeRequest, optimize_system
+from memtrace_opt.rundir import RunDir
+
+
+def test_optimize_writes_a_loadable_run(tmp_path, fake_models, planted):
+    models, _ = fake_models
+    data = tmp_path / "toy.json"
+    write_locomo(data)
+    start = save_program(planted, tmp_path / "start.json")
+    out = tmp_path / "run"
+    request = OptimizeRequest(
+        system="mem0", data=str(data), out=out, train="toy-a", val="toy-a", test="toy-b", program_path=start,
+        settings=LoopSettings(max_rounds=3, num_candidates=2, minibatch_size=5), attribution="lineage",
+    )
+    summary = optimize_system(request, models=models)
+    assert summary.best_val > summary.baseline_val
+    assert summary.test_optimized is not None and summary.test_optimized > summary.test_baseline
+    run = RunDir(out)
+    manifest = run.read_manifest()
+    assert manifest["kind"] == "optimize" and manifest["rounds"][0]["chosen_predictor"] == EXTRACT
+    assert manifest["test"]["optimized_accuracy"] == summary.test_optimized
+    cases = run.read_cases()
+    assert len(cases) == 9 and all(c.sample_id == "toy-b" for c in cases)
+    assert all("baseline_correct" in c.extra for c in cases)
+    assert (out / "graphs" / "toy-b.json").is_file() and (out / "optuna.db").is_file()
+    assert (out / "report.html").is_file()
+    assert yaml.safe_load((out / "config.yaml").read_text())["splits"]["test"]["conversations"] == ["toy-b"]
+    verdicts = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
+    assert verdicts and all(v["round"] >= 1 for v in verdicts)
+    assert instructions_of(load_optimized(out))[EXTRACT] == BAD_EXTRACT + FIX
+
+
+def test_cli_quick_preset_and_run_with_the_program(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    main(["optimize", "--system", "rag", "--lm", "fake", "--preset", "quick", "--out", "opt"])
+    assert (tmp_path / "opt" / "program.json").is_file()
+    manifest = json.loads((tmp_path / "opt" / "manifest.json").read_text())
+    assert manifest["optimizer"]["lm_calls"] <= 60 and "baseline" in manifest
+    assert json.loads((tmp_path / "opt" / "program.json").read_text())["memtrace"]["system"] == "rag"
+    main(["run", "--system", "rag", "--lm", "fake", "--program", "opt/program.json", "--no-judge", "-q",
+          "--out", "again"])
+    assert (tmp_path / "again" / "cases.jsonl").is_file()
+    assert "valset" in capsys.readouterr().out
+
+
+def test_compare_writes_table_json_and_plot(tmp_path, fake_models):
+    models, _ = fake_models
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
+                             test="toy-c", optimizers=("memtrace", "bootstrap", "blame_response"), budget=20,
+                             attribution="lineage", loop=LoopSettings(num_candidates=2, minibatch_size=5))
+    summary = compare_optimizers(request, models=models)
+    assert [r.optimizer for r in summary.rows] == ["memtrace", "bootstrap", "blame_response"]
+    table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert all(row["lm_calls"] <= 20 for row in table["rows"])
+    assert "| memtrace |" in (tmp_path / "cmp" / "compare.md").read_text()
+    assert (tmp_path / "cmp" / "compare.png").read_bytes()[:4] == b"\x89PNG"

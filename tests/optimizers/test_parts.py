@@ -1,0 +1,81 @@
+"""The small seams: selection, acceptance, splits, the score book and the PNG writer."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+
+from memtrace_opt.data import load_sample
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.optimizers import MostBlamed, StrictImprovement
+from memtrace_opt.optimizers.plot import PlotPoint, _plot_plain
+from memtrace_opt.optimizers.selection import RoundOutcome
+from memtrace_opt.optimizers.splits import make_splits, parse_fractions
+
+
+def test_most_blamed_picks_the_top_and_moves_on_after_repeated_rejections():
+    selector = MostBlamed(give_up_after=2)
+    counts = {"a.predict": 3, "b.predict": 2}
+    assert selector.select(counts, []) == "a.predict"
+    assert selector.select({}, []) is None
+    tired = [RoundOutcome("a.predict", False), RoundOutcome("a.predict", False)]
+    assert selector.select(counts, tired) == "b.predict"
+    assert selector.select(counts, [*tired, RoundOutcome("a.predict", True)]) == "a.predict"
+
+
+def test_strict_improvement_accepts_only_a_valset_gain():
+    rule = StrictImprovement()
+    assert not rule.on_minibatch(0.5, 0.5).ok and rule.on_minibatch(0.5, 0.6).ok
+    assert rule.on_valset(0.5, 0.6).ok and not rule.on_valset(0.5, 0.5).ok
+    assert "rejected" in rule.on_valset(0.5, 0.4).why
+
+
+def test_question_split_is_deterministic_and_disjoint():
+    dataset = load_sample()
+    first = make_splits(dataset, split="0.4,0.3,0.3", seed=3)
+    again = make_splits(dataset, split="0.4,0.3,0.3", seed=3)
+    ids = {name: {q.question_id for c in getattr(first, name) for q in c.questions} for name in ("train", "val", "test")}
+    assert ids == {name: {q.question_id for c in getattr(again, name) for q in c.questions} for name in ids}
+    assert not (ids["train"] & ids["val"]) and not (ids["train"] & ids["test"]) and not (ids["val"] & ids["test"])
+    assert sum(len(v) for v in ids.values()) == len(dataset.conversations[0].questions)
+    assert first.mode == "questions"
+
+
+def test_conversation_split_and_bad_specs():
+    dataset = load_sample()
+    splits = make_splits(dataset, train="sample-1")
+    assert splits.mode == "conversations" and splits.val == splits.train and splits.test == ()
+    with pytest.raises(ConfigError):
+        make_splits(dataset, train="nope")
+    with pytest.raises(ConfigError):
+        parse_fractions("0.5,0.5")
+    assert make_splits(dataset, split="1,1,1", per_split=2).sizes() == {"train": 2, "val": 2, "test": 2}
+
+
+def test_plain_png_is_a_valid_image(tmp_path):
+    path = _plot_plain([PlotPoint("memtrace", 10, 0.6), PlotPoint("gepa", 20, 0.4)], 0.3, tmp_path / "p.png")
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (640, 420)
+    length = struct.unpack(">I", data[33:37])[0]
+    raw = zlib.decompress(data[41:41 + length])
+    assert len(raw) == height * (1 + width * 3)
+    assert raw.count(b"\x1f\x77\xb4") > 0  # the first optimizer's color was drawn
+
+
+def test_proposer_drops_echoes_and_duplicates():
+    import dspy
+
+    from memtrace_opt.optimizers import ProposalEvidence, ReflectiveProposer
+    from memtrace_opt.testing import Skill, fake_lm
+
+    current = "Answer the question\nfrom the context."
+    replies = iter([" answer the question from the   context.", "Answer briefly from the context.",
+                    "answer briefly from the context. "])
+    lm = fake_lm([Skill(("new_instruction",), lambda call: {"new_instruction": next(replies)})])
+    with dspy.context(lm=lm):
+        found = ReflectiveProposer().propose(ProposalEvidence("answer.predict", "rag.answer", current), 3)
+    assert found == ["Answer briefly from the context."]

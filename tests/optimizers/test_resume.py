@@ -1,0 +1,90 @@
+"""A killed optimization resumes from its Optuna study without repeating finished work."""
+
+from __future__ import annotations
+
+import pytest
+from optfixtures import EXTRACT, FIX, make_models, reflect
+
+from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer, StudyLedger, instructions_of
+from memtrace_opt.optimizers.evaluation import CachedEvaluator
+from memtrace_opt.testing import FakeCall
+from memtrace_opt.testing.skills import extract_facts
+
+
+class Killed(BaseException):  # noqa: N818 - stands in for SIGKILL: nothing catches it
+    pass
+
+
+SETTINGS = LoopSettings(max_rounds=4, num_candidates=2, minibatch_size=5, patience=3)
+
+
+def run(models, planted, examples, storage):
+    opt = MemTraceOptimizer.from_models(models, settings=SETTINGS, attribution="lineage", storage=storage,
+                                        study_name="resume-test")
+    return opt, opt.compile(planted, trainset=examples, valset=examples)
+
+
+def keys(storage: str) -> list[str]:
+    ledger = StudyLedger.open(storage=storage, study_name="resume-test")
+    return [t.user_attrs["key"] for t in ledger.study.get_trials() if t.state.name in ("COMPLETE", "PRUNED")]
+
+
+def test_resume_after_a_kill_between_rounds(tmp_path, planted, examples):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    calls = {"n": 0}
+
+    def dies_on_third(call: FakeCall) -> dict:
+        calls["n"] += 1
+        if calls["n"] == 3:  # round 1 asked twice; round 2's first proposal kills the run
+            raise Killed()
+        return reflect(call)
+
+    models, _ = make_models(dies_on_third)
+    with pytest.raises(Killed):
+        run(models, planted, examples, storage)
+    finished_before = keys(storage)
+    assert len(finished_before) == 2  # round 1's two candidates
+
+    models2, engine2 = make_models()
+    opt, optimized = run(models2, planted, examples, storage)
+    finished_after = keys(storage)
+    assert len(finished_after) == len(set(finished_after))  # no candidate evaluated twice
+    assert set(finished_before) <= set(finished_after)
+    round_one = opt.result.rounds[0]
+    assert round_one.accepted and round_one.chosen_predictor == EXTRACT
+    assert instructions_of(optimized)[EXTRACT].endswith(FIX)
+    # round 1 came from the study: the resumed run asked the reflection LM only for later rounds
+    assert engine2.counts["reflect"] == 2 * sum(1 for r in opt.result.rounds[1:] if r.candidates)
+
+
+def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path, planted, examples, monkeypatch):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+
+    def dies_on_second_candidate(call: FakeCall) -> dict:
+        if "Skip anything about time" in call.instruction:
+            raise Killed()
+        return extract_facts(call)
+
+    models, engine = make_models()
+    engine.skills.insert(0, type(engine.skills[0])(outputs=("facts",), fn=dies_on_second_candidate, name="dies"))
+    with pytest.raises(Killed):
+        run(models, planted, examples, storage)
+
+    evaluations: list[int] = []
+    original = CachedEvaluator.evaluate
+
+    def counting(self, program, cases):
+        evaluations.append(len(cases))
+        return original(self, program, cases)
+
+    monkeypatch.setattr(CachedEvaluator, "evaluate", counting)
+    models2, _ = make_models()
+    seen = []
+    opt = MemTraceOptimizer.from_models(models2, settings=SETTINGS, attribution="lineage", storage=storage,
+                                        study_name="resume-test", on_round=lambda r: seen.append(len(evaluations)))
+    opt.compile(planted, trainset=examples, valset=examples)
+    # round 1 resumed: its plan and candidate 1's minibatch score came from the study; only candidate 2's
+    # minibatch run and the best candidate's validation ran again (no baseline, no plan, no candidate 1)
+    assert seen[0] == 2
+    assert evaluations[:2] == [5, len(examples)]
+    assert opt.result.rounds[0].accepted
