@@ -13,7 +13,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Protocol
 
@@ -60,7 +60,7 @@ class HashEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = _WORD.findall(text.lower())
-            for token in words + [f"{a}_{b}" for a, b in zip(words, words[1:])]:
+            for token in words + [f"{a}_{b}" for a, b in zip(words, words[1:], strict=False)]:
                 out[row, self._bucket(token)] += 1.0
         return _normalise(out)
 
@@ -129,7 +129,7 @@ class MiniLMEmbedder:
             batch = todo[start : start + self.batch_size]
             vectors = self._encode(batch)
             with self._lock:
-                for text, vector in zip(batch, vectors):
+                for text, vector in zip(batch, vectors, strict=True):
                     for row in missing[text]:
                         out[row] = vector
                     self._cache[text] = vector
@@ -141,7 +141,7 @@ class MiniLMEmbedder:
 EMBEDDERS = ("minilm", "hash")
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_embedder(name: str = "minilm") -> Embedder:
     """The process-wide embedder of that name (`minilm` or `hash`), loaded once."""
     if name == "minilm":

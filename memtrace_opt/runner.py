@@ -23,7 +23,7 @@ import dspy
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from memtrace_opt.data import Conversation, DataSlice, Dataset, Question, load_data
+from memtrace_opt.data import Conversation, Dataset, DataSlice, Question, load_data
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.roles import ModelRoles
 from memtrace_opt.metrics import CategoryTable, ScoreRow, category_table, score_answer
@@ -144,7 +144,13 @@ def run_system(
     dataset: Dataset | None = None,
 ) -> RunSummary:
     """Run `request.system` over the data slice, writing the run directory. Returns the summary."""
-    from memtrace_opt.tracing import EventWriter, build_graph, program_instructions, save_graph, trace_conversation
+    from memtrace_opt.tracing import (
+        EventWriter,
+        build_graph,
+        program_instructions,
+        save_graph,
+        trace_conversation,
+    )
 
     started = time.time()
     dataset = dataset if dataset is not None else load_data(request.data, request.data_slice)

@@ -54,9 +54,10 @@ EVENTS = ("ADD", "UPDATE", "DELETE", "NONE")
 
 @dataclass(frozen=True)
 class Mem0Config(ProgramConfig):
-    """Mem0 upstream adds each message pair; MemTrace ran it on gpt-4.1-mini with top-k 10 for QA. Here facts
-    are extracted per window of 6 turns (one extraction and one decision call per window) to keep LM calls
-    low on a local model; `context_turns` earlier turns are shown for reference resolution only."""
+    """Mem0 extracts from the messages of each `add()` call and compares each fact with its 5 most similar
+    memories; MemTrace ran it on gpt-4.1-mini with top-k 10 for QA. Here facts are extracted per window of 6
+    turns (one extraction and one decision call per window) to keep LM calls low on a local model;
+    `context_turns` earlier turns may be shown for reference resolution only (none by default, as in Mem0)."""
 
     top_k: int = 10
     window_turns: int = 6

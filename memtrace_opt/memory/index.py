@@ -10,6 +10,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class SearchIndex:
         self._accept = accept or (lambda unit: True)
         self._units: dict[str, MemoryUnit] = {}
         self._vectors: dict[str, np.ndarray] = {}
-        self._bm25 = None
+        self._bm25: Any = None
         self._bm25_ids: list[str] = []
         self._lock = threading.RLock()
         for unit in store.active():
@@ -117,7 +118,7 @@ class SearchIndex:
         if not terms:
             return []
         docs, scores = retriever.retrieve([terms], k=min(k, len(ids)), show_progress=False, n_threads=1)
-        hits = [Hit(units[ids[int(d)]], float(s)) for d, s in zip(docs[0], scores[0]) if float(s) > 0]
+        hits = [Hit(units[ids[int(d)]], float(s)) for d, s in zip(docs[0], scores[0], strict=True) if float(s) > 0]
         return hits
 
     def hybrid(self, query: str, k: int, *, pool: int = 50, rrf_k: int = 60) -> list[Hit]:

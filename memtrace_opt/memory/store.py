@@ -200,7 +200,7 @@ class MemoryStore:
     def is_live(self, unit_id: str) -> bool:
         with self._lock:
             versions = self._versions.get(unit_id)
-            return bool(versions) and not versions[-1].deleted
+            return versions is not None and bool(versions) and not versions[-1].deleted
 
     def __len__(self) -> int:
         return len(self.active())

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from memtrace_opt.rundir import safe_name
-
 from memtrace_opt.tracing.events import (
     SCHEMA_VERSION,
     AnswerEvent,
