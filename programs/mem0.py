@@ -63,6 +63,10 @@ class Mem0Config(ProgramConfig):
     window_turns: int = 6
     context_turns: int = 0  # earlier turns shown as context (Mem0 classic shows none)
     similar_k: int = 5  # Mem0: 5 similar memories per new fact
+    # Only memories at least this similar (cosine) are shown to the update decision. Mem0's default search has no
+    # threshold; a small local model shown unrelated memories "updates" them by position, erasing them, so the
+    # default (None) keeps what the embedder calls related (`Embedder.related_score`: 0.55 for MiniLM).
+    similar_min_score: float | None = None
     max_turn_tokens: int = 400  # a very long message is clipped in the extraction prompt
     context_tokens: int = 8192 - 1024 - PROMPT_OVERHEAD_TOKENS
 
@@ -117,15 +121,18 @@ class ExtractFacts(BoundedLMOperation):
 
 # similarity search --------------------------------------------------------------------------------------
 class SearchSimilar(Operation):
-    """For each fact, the `k` live memories whose embeddings are closest to it; plus their union (in order)."""
+    """For each fact, the `k` live memories whose embeddings are closest to it and at least `min_score` similar
+    (by default the embedder's `related_score`); plus their union, in order."""
 
     op_name = "mem0.search_similar"
 
-    def run(self, facts: Sequence[str], k: int, state: MemoryState) -> dspy.Prediction:
+    def run(self, facts: Sequence[str], k: int, state: MemoryState, min_score: float | None = None) -> dspy.Prediction:
+        if min_score is None:
+            min_score = float(getattr(state.index.embedder, "related_score", 0.0))
         similar: list[dict[str, Any]] = []
         union: dict[str, MemoryUnit] = {}
         for fact in facts:
-            hits = state.index.dense(fact, k)
+            hits = [hit for hit in state.index.dense(fact, k) if hit.score >= min_score]
             similar.append({"fact": fact, "memories": [h.unit for h in hits], "scores": [round(h.score, 6) for h in hits]})
             for hit in hits:
                 union.setdefault(hit.unit.unit_id, hit.unit)
@@ -144,7 +151,8 @@ class UpdateDecisionSignature(dspy.Signature):
     - DELETE: the fact shows an existing memory is no longer true (a cancelled plan, a changed job, a
       contradiction); give that memory's id.
     - NONE: the fact is already in memory as it stands; give that memory's id.
-    Use only the ids of the existing memories listed. Return a JSON list with one object per new fact:
+    An id names one of the existing memories listed; it has nothing to do with the position of a new fact.
+    Use only those ids. Return a JSON list with one object per new fact:
     {"event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": "<existing id, or empty for ADD>", "text": "<memory text>"}."""
 
     existing_memories: str = dspy.InputField(desc='JSON list of {"id", "text"}')
@@ -287,7 +295,7 @@ class Mem0Memory(MemoryProgram):
         ).facts
         if not facts:
             return
-        found = self.search_similar(facts=facts, k=cfg.similar_k, state=state)
+        found = self.search_similar(facts=facts, k=cfg.similar_k, state=state, min_score=cfg.similar_min_score)
         decision = self.update_decision(facts=facts, memories=found.memories)
         if decision.memory_actions:
             self.apply(actions=decision.memory_actions, turns=window, session_date=session_date, state=state)

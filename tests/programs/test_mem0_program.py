@@ -109,3 +109,19 @@ def test_map_actions_rules():
     assert actions == [{"event": "ADD", "unit_id": None, "text": "new fact"},
                        {"event": "NONE", "unit_id": "memory-5", "text": ""}]
     assert (bad_ids, bad_items) == (1, 2)
+
+
+def test_only_similar_enough_memories_reach_the_decision(recorder):
+    engine = FakeEngine(skills=[Skill(("facts",), scripted_facts), *default_skills()])
+    conversation = _conversation()
+    program = make_program("mem0", {"embedder": "hash", "window_turns": 4, "similar_min_score": 0.99})
+    with dspy.context(lm=fake_lm(engine=engine), callbacks=[recorder]):
+        state = program.new_state(conversation)
+        program.memorize(conversation, state)
+    search = recorder.of("mem0.search_similar")[-1].outputs
+    # only the fact repeated word for word ("Alice works as a nurse.") finds its memory
+    assert [u.text for u in search.memories] == ["Alice works as a nurse."]
+    assert all(score >= 0.99 for entry in search.similar for score in entry["scores"])
+    shown = json.loads(engine.calls_for("memory_actions")[0].inputs["existing_memories"])
+    assert shown == [{"id": "0", "text": "Alice works as a nurse."}]
+    assert [u.text for u in state.store.active()].count("Alice works as a nurse.") == 1  # NONE, not a duplicate
