@@ -220,7 +220,7 @@ def run_system(
             "instructions": instructions,
             "program": program.config.to_dict(),
         }
-        writer = EventWriter(run.events_path(conversation.sample_id))
+        writer = EventWriter(run.events_path(conversation.sample_id), background=True)
         with dspy.context(lm=models.task), contextlib.closing(writer):
             traced = trace_conversation(
                 program,

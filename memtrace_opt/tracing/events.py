@@ -15,15 +15,19 @@ to its end, closes with `run_end`. `build_graph(events)` turns the flat log into
 | answer      | after it answered (or failed: `error` set, `answer` "")                         |
 | run_end     | after the last question                                                         |
 
-`EventWriter` appends one line per event and flushes after each, so a crash keeps every event before it;
+`EventWriter` appends one line per event and flushes after each, so a crash keeps every event before it (or,
+with `background=True`, leaves encoding and writing to its own thread and drains it on close);
 `read_events` skips a truncated last line (a crash mid-write) with a warning.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -237,21 +241,45 @@ def _dumps(event: Event) -> str:
 
 
 class EventWriter:
-    """Appends events to a JSON-lines file, one line each, flushed after every event. Thread-safe.
+    """Appends events to a JSON-lines file, one line each, flushed as they come. Thread-safe.
+
+    By default `emit` encodes and writes the line itself, flushed before it returns: a crash of any kind keeps
+    every event emitted before it. With `background=True`, `emit` only queues the event and a writer thread
+    encodes, writes and flushes (a batch at a time), so the traced program's thread never waits on JSON or the
+    disk; `flush()` waits for what is queued, `close()` (also run at interpreter exit) drains the queue first.
+    An exception in the program loses nothing; only a hard kill of the process can lose the events of its
+    last few tens of milliseconds. The runner uses the background mode.
 
     Use as a context manager, or call `close()`. With `keep=True`, `events` keeps the emitted events in
-    memory too (`trace_conversation` already returns its run's events, so the default is not to).
+    memory too (`trace_conversation` already returns its run's events, so the default is not to). A write
+    that fails (a full disk) is logged and counted in `write_errors`, never raised into the program.
     """
 
-    def __init__(self, path: str | Path, *, keep: bool = False) -> None:
+    def __init__(self, path: str | Path, *, keep: bool = False, background: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._handle: TextIO | None = self.path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
         self.events: list[Event] = []
         self._keep = keep
+        self.write_errors = 0
+        self._queue: queue.SimpleQueue[Any] | None = None
+        self._thread: threading.Thread | None = None
+        if background:
+            self._queue = queue.SimpleQueue()
+            self._thread = threading.Thread(target=self._drain, name=f"events:{self.path.name}", daemon=True)
+            self._thread.start()
+            atexit.register(self.close)
 
     def emit(self, event: Event) -> None:
+        if self._queue is not None:
+            if self._handle is None:
+                log.warning("event after close dropped: %s", event.type)
+                return
+            if self._keep:
+                self.events.append(event)  # list.append is atomic
+            self._queue.put(event)
+            return
         line = _dumps(event) + "\n"
         with self._lock:
             if self._keep:
@@ -259,20 +287,85 @@ class EventWriter:
             if self._handle is None:
                 log.warning("event after close dropped: %s", event.type)
                 return
-            self._handle.write(line)
+            self._write(line)
+
+    def _write(self, text: str) -> None:
+        assert self._handle is not None
+        try:
+            self._handle.write(text)
             self._handle.flush()
+        except OSError:
+            self.write_errors += 1
+            log.exception("could not write trace events to %s", self.path)
+
+    def _drain(self) -> None:
+        """The writer thread: take everything queued, encode, write once, flush; a sentinel ends it, an
+        Event marker is set once everything before it is on disk."""
+        assert self._queue is not None
+        done = False
+        while not done:
+            batch = [self._queue.get()]
+            if batch[0] is not _STOP and not isinstance(batch[0], threading.Event):
+                time.sleep(_BATCH_SECONDS)  # let a burst of events gather: one write, few thread switches
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            lines, markers = [], []
+            for item in batch:
+                if item is _STOP:
+                    done = True
+                elif isinstance(item, threading.Event):
+                    markers.append(item)
+                else:
+                    try:
+                        lines.append(_dumps(item) + "\n")
+                    except Exception:  # noqa: BLE001 - one unencodable event must not stop the others
+                        self.write_errors += 1
+                        log.exception("could not encode a %s event", getattr(item, "type", "?"))
+            with self._lock:
+                if lines and self._handle is not None:
+                    self._write("".join(lines))
+            for marker in markers:
+                marker.set()
+
+    def flush(self) -> None:
+        """Returns once every event emitted so far is on disk."""
+        if self._queue is None or self._thread is None or not self._thread.is_alive():
+            return
+        marker = threading.Event()
+        self._queue.put(marker)
+        marker.wait()
 
     def close(self) -> None:
+        if self._queue is not None and self._thread is not None:
+            if self._thread.is_alive():
+                self._queue.put(_STOP)
+                self._thread.join()
+            atexit.unregister(self.close)
         with self._lock:
             if self._handle is not None:
                 self._handle.close()
                 self._handle = None
+        if self._queue is not None:  # events emitted after close
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _STOP and not isinstance(item, threading.Event):
+                    log.warning("event after close dropped: %s", item.type)
 
     def __enter__(self) -> EventWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_STOP = object()
+_BATCH_SECONDS = 0.02
 
 
 class MemoryWriter:

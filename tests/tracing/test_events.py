@@ -99,3 +99,42 @@ def test_a_bad_line_in_the_middle_is_an_error(tmp_path):
 def test_events_are_frozen():
     with pytest.raises(AttributeError):
         SAMPLES[1].text = "changed"  # type: ignore[misc]
+
+
+def test_background_writer_keeps_order_and_drains_on_close(tmp_path):
+    path = tmp_path / "events.jsonl"
+    writer = EventWriter(path, keep=True, background=True)
+    for event in SAMPLES:
+        writer.emit(event)
+    writer.flush()  # everything emitted so far is on disk, the writer still open
+    assert read_events(path) == SAMPLES
+    for event in SAMPLES:
+        writer.emit(event)
+    writer.close()
+    assert read_events(path) == SAMPLES + SAMPLES
+    assert writer.events == SAMPLES + SAMPLES
+    writer.emit(SAMPLES[0])  # after close: dropped, not queued forever
+    assert read_events(path) == SAMPLES + SAMPLES
+
+
+def test_background_writer_loses_nothing_when_the_program_raises(tmp_path):
+    path = tmp_path / "events.jsonl"
+    with pytest.raises(RuntimeError), EventWriter(path, background=True) as writer:
+        for event in SAMPLES:
+            writer.emit(event)
+        raise RuntimeError("the program crashed")
+    assert read_events(path) == SAMPLES
+
+
+def test_background_writer_from_many_threads(tmp_path):
+    import threading
+
+    path = tmp_path / "events.jsonl"
+    with EventWriter(path, background=True) as writer:
+        threads = [threading.Thread(target=lambda: [writer.emit(e) for e in SAMPLES]) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    back = read_events(path)
+    assert len(back) == 4 * len(SAMPLES) and sorted(map(repr, back)) == sorted(map(repr, SAMPLES * 4))
