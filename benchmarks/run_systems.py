@@ -3,6 +3,7 @@
     python benchmarks/run_systems.py                      # embedded model, conv-26 sessions 1-3
     python benchmarks/run_systems.py --lm fake --data sample --systems rag,mem0
     python benchmarks/run_systems.py --lm openai/gpt-4.1-mini --limit 50
+    python benchmarks/run_systems.py --data longmemeval --sessions "" --samples 66f24dbb,9aaed6a3,8077ef71
 
 Per system: questions, token F1, judge accuracy (J), rule accuracy, LM calls (task role) and seconds per
 question, write-path LM calls. Each system runs in its own run directory under --out, so the graphs and cases
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="locomo:conv-26")
     parser.add_argument("--sessions", default="1-3")
+    parser.add_argument("--samples", default=None, help="comma-separated conversation (LongMemEval question) ids")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--lm", default="embedded")
@@ -40,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     roles = ModelRoles(task=ModelSpec(model=args.lm))
-    data_slice = DataSlice(sessions=tuple(parse_sessions(args.sessions)) if args.sessions else None, limit=args.limit)
+    samples = tuple(s for s in args.samples.split(",") if s) if args.samples else None
+    data_slice = DataSlice(sample_ids=samples, sessions=tuple(parse_sessions(args.sessions)) if args.sessions else None,
+                           limit=args.limit)
     rows = []
     for system in args.systems.split(","):
         models = Models.from_roles(roles)
@@ -57,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             "judge": None if overall.judge_accuracy is None else round(100 * overall.judge_accuracy, 1),
             "rule_acc": round(100 * overall.rule_accuracy, 1),
             "task_lm_calls": usage.get("calls", 0),
+            "cache_hits": usage.get("cache_hits", 0),
             "lm_calls_per_q": round(usage.get("calls", 0) / n, 2),
             "seconds": round(summary.seconds, 1),
             "seconds_per_q": round(summary.seconds / n, 2),
@@ -64,13 +69,14 @@ def main(argv: list[str] | None = None) -> int:
         })
         print(json.dumps(rows[-1]), flush=True)
 
-    header = ["system", "questions", "F1", "J", "rule acc", "task LM calls", "LM calls/q", "s total", "s/q", "op failures"]
-    print(f"\n{args.data} sessions {args.sessions}, task LM {args.lm}\n")
+    header = ["system", "questions", "F1", "J", "rule acc", "task LM calls", "of them cached", "LM calls/q", "s total", "s/q", "op failures"]
+    print(f"\n{args.data} sessions {args.sessions or 'all'}, samples {args.samples or 'all'}, task LM {args.lm}; "
+          "seconds include cached LM calls (a rerun of the same prompts is served from DSPy's cache)\n")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for r in rows:
         cells = [r["system"], r["questions"], r["f1"], "-" if r["judge"] is None else r["judge"], r["rule_acc"],
-                 r["task_lm_calls"], r["lm_calls_per_q"], r["seconds"], r["seconds_per_q"], r["op_failures"]]
+                 r["task_lm_calls"], r["cache_hits"], r["lm_calls_per_q"], r["seconds"], r["seconds_per_q"], r["op_failures"]]
         print("| " + " | ".join(str(c) for c in cells) + " |")
     return 0
 

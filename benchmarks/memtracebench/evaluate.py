@@ -8,6 +8,7 @@ Verdicts go to `<bench>/eval/<method>.jsonl` and the scores to `<bench>/eval/res
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,13 +17,21 @@ from typing import Any
 
 from rich.table import Table
 
-from memtrace_opt.attribution import ERROR_TYPES, GOLD, AttributionConfig, Verdict, attribute_cases
+from memtrace_opt.attribution import (
+    ERROR_TYPES,
+    GOLD,
+    AttributionConfig,
+    FailedCase,
+    Verdict,
+    attribute_cases,
+)
 from memtrace_opt.attribution.runs import verdict_line
 from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, BenchCase
 from memtrace_opt.benchmarks.memtracebench.build import CASES_FILE
 from memtrace_opt.errors import MemtraceError
 
-__all__ = ["Score", "MethodScore", "load_bench", "score_verdicts", "eval_bench", "score_tables", "confusion_table"]
+__all__ = ["Score", "MethodScore", "load_bench", "score_verdicts", "eval_bench", "bench_replay_provider", "score_tables",
+           "confusion_table"]
 
 
 def load_bench(path: str | Path) -> tuple[Path, list[BenchCase]]:
@@ -116,6 +125,51 @@ def score_verdicts(method: str, cases: Sequence[BenchCase], verdicts: Sequence[V
                        {k: dict(v) for k, v in confusion.items()}, cost, errors)
 
 
+def bench_replay_provider(root: str | Path, cases: Sequence[BenchCase], task_lm: Any = None
+                          ) -> Callable[[FailedCase], Any]:
+    """A replay provider for the counterfactual method on a bench: each case's program rebuilt from the
+    manifest's request (system and its settings), its conversation reloaded from the recorded data spec and
+    slice, its graph as the record, and for an injected case the injected fault forced again (the record was
+    made with it). Programs and conversations load once, on first use; None for a case whose conversation
+    cannot be found (the method then keeps graphtrace's verdict, unconfirmed)."""
+    from memtrace_opt.attribution.counterfactual import ReplayContext
+
+    root = Path(root)
+    manifest_path = root / "manifest.json"
+    try:
+        request = json.loads(manifest_path.read_text(encoding="utf-8")).get("request") or {}
+    except (OSError, json.JSONDecodeError) as error:
+        raise MemtraceError(f"{manifest_path}: cannot read the bench manifest ({error}); cannot replay") from error
+    by_id = {c.case_id: c for c in cases}
+    programs: dict[str, Any] = {}
+    conversations: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def provide(case: FailedCase) -> Any:
+        from memtrace_opt.data import DataSlice, load_data
+        from memtrace_opt.programs import make_program
+
+        bench_case = by_id.get(case.case_id)
+        system = case.system or (bench_case.system if bench_case else "")
+        if not system:
+            return None
+        with lock:
+            if not conversations:
+                data_slice = DataSlice.from_dict(request["slice"]) if request.get("slice") else None
+                dataset = load_data(str(request.get("data") or "sample"), data_slice)
+                conversations.update({c.sample_id: c for c in dataset.conversations})
+            if system not in programs:
+                programs[system] = make_program(system, dict((request.get("settings") or {}).get(system) or {}))
+        conversation = conversations.get(case.sample_id or "")
+        if conversation is None:
+            return None
+        injection = bench_case.injection if bench_case is not None else None
+        forced = {injection.seq: injection.forced} if injection is not None else {}
+        return ReplayContext(program=programs[system], conversation=conversation, lm=task_lm, forced=forced)
+
+    return provide
+
+
 def eval_bench(
     bench: str | Path,
     methods: Iterable[str],
@@ -125,8 +179,11 @@ def eval_bench(
     limit: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     num_threads: int = 1,
+    task_lm: Any = None,
 ) -> list[MethodScore]:
-    """Run each method on the bench's cases and score it; writes `eval/<method>.jsonl` and `eval/results.json`."""
+    """Run each method on the bench's cases and score it; writes `eval/<method>.jsonl` and `eval/results.json`.
+    `lm` is the attributor model; `task_lm` the model the systems run on when `counterfactual` replays
+    (see `bench_replay_provider`; None = the LM in context)."""
     root, cases = load_bench(bench)
     if limit is not None:
         cases = cases[:limit]
@@ -139,7 +196,11 @@ def eval_bench(
                 progress(method, done, total)
 
         failed = [c.failed_case(root) for c in cases]
-        verdicts = attribute_cases(failed, method, lm=lm, config=config, progress=tick, num_threads=num_threads)
+        options: dict[str, Any] = {}
+        if method == "counterfactual":
+            options["replay_provider"] = bench_replay_provider(root, cases, task_lm)
+        verdicts = attribute_cases(failed, method, lm=lm, config=config, progress=tick, num_threads=num_threads,
+                                   **options)
         (out / f"{method}.jsonl").write_text("".join(verdict_line(v) + "\n" for v in verdicts), encoding="utf-8")
         scores.append(score_verdicts(method, cases, verdicts))
     results = {"schema_version": BENCH_SCHEMA_VERSION, "cases": len(cases), "methods": [s.to_dict() for s in scores]}

@@ -46,6 +46,7 @@ from memtrace_opt.attribution.graphtrace import GraphTraceAttributor, candidates
 from memtrace_opt.attribution.lineage import case_flow
 from memtrace_opt.attribution.protocol import AttributionConfig, make_verdict, register_method
 from memtrace_opt.attribution.signatures import RepairOutputs
+from memtrace_opt.errors import MemtraceError
 
 __all__ = ["ReplayContext", "ReplayProvider", "CounterfactualAttributor", "repair_outputs", "case_question"]
 
@@ -105,6 +106,9 @@ def _recorded_questions(view: GraphView, conversation: Any, question: Any) -> li
     them again so that searches over the store (forced by call order, not content) line up with the record."""
     own = view.answer_op(question.question_id)
     known = {q.question_id: q for q in getattr(conversation, "questions", ()) or ()}
+    # the conversation's own Question, not one rebuilt from the case: its JSON form (every field) is part of the
+    # content keys of the recorded read-path ops, and a key that differs runs the op live instead of forced
+    question = known.get(question.question_id, question)
     if own is None or not known:
         return [question]
     earlier = []
@@ -114,6 +118,15 @@ def _recorded_questions(view: GraphView, conversation: Any, question: Any) -> li
             if op is not None and view.seq(op) < view.seq(own):
                 earlier.append((view.seq(op), known[node[4:]]))
     return [q for _, q in sorted(earlier, key=lambda pair: pair[0])] + [question]
+
+
+def _forced_applied(result: Any) -> int:
+    """How many op calls of a replay result were answered with forced outputs."""
+    events = getattr(result, "events", None)
+    if events is not None:
+        return sum(1 for e in events if getattr(e, "type", None) == "op" and getattr(e, "replayed", None) == "forced")
+    graph = getattr(result, "graph", None)
+    return 0 if graph is None else sum(1 for _, d in graph.nodes(data=True) if d.get("replayed") == "forced")
 
 
 def _default_check(question: Any, answer: str) -> bool:
@@ -163,16 +176,32 @@ def _add_units(view: GraphView, flow: Flow, outputs: Mapping[str, Any]) -> dict[
 
 
 def _add_evidence(view: GraphView, flow: Flow, outputs: Mapping[str, Any]) -> dict[str, Any] | None:
-    lines = [view.turn_line(t) for t in (flow.evidence.strict or flow.evidence.turns[:2])]
+    turns = list(flow.evidence.strict or flow.evidence.turns[:2])
+    lines = [view.turn_line(t) for t in turns]
     if not lines:
         return None
     for key, value in outputs.items():
-        if key != "error" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        if key == "error" or not isinstance(value, list):
+            continue
+        if value and all(isinstance(v, Mapping) and "turns" in v for v in value) or (not value and key == "chunks"):
+            # chunks of turns ({"text", "turns", "timestamp"}): one more chunk made of the evidence turns
+            refs = [_turn_ref(view, t) for t in turns]
+            chunk = {"text": "\n".join(lines), "turns": refs, "timestamp": refs[0].get("timestamp")}
+            return {key: list(value) + [chunk]}
+        if value and all(isinstance(v, str) for v in value) or (not value and key != "chunks"):
             return {key: list(value) + lines}
     for key, value in outputs.items():
         if key != "error" and isinstance(value, str):
             return {key: (value + "\n" + "\n".join(lines)).strip()}
     return None
+
+
+def _turn_ref(view: GraphView, node: str) -> dict[str, Any]:
+    """The JSON form of a turn (what `to_jsonable(Turn)` gives), from its graph node."""
+    attrs = view.attrs(node)
+    return {"$turn": node, "dia_id": attrs.get("dia_id"), "speaker": attrs.get("speaker"), "text": view.turn_text(node),
+            "session_index": attrs.get("session_index"), "timestamp": attrs.get("timestamp"),
+            "image_caption": attrs.get("image_caption")}
 
 
 def _keep_units(flow: Flow, outputs: Mapping[str, Any], view: GraphView) -> dict[str, Any] | None:
@@ -279,14 +308,21 @@ class CounterfactualAttributor:
         replay_fn = context.replay_fn or _tracing_replay()
         record = context.record if context.record is not None else graph
 
-        def run(forced: Mapping[int, Mapping[str, Any]]) -> str:
+        def run(forced: Mapping[int, Mapping[str, Any]]) -> str | None:
+            """The replayed answer; None when a fault the context forces (an injected one) no longer came up:
+            the repair changed that op's inputs, so the answer says nothing about the repaired op."""
             lm_scope = dspy.context(lm=context.lm) if context.lm is not None else contextlib.nullcontext()
+            every = {**context.forced, **forced}
             with lm_scope:
                 result = replay_fn(context.program, context.conversation, asked, record,
-                                   instructions=context.instructions, forced={**context.forced, **forced})
+                                   instructions=context.instructions, forced=every)
+            if context.forced and _forced_applied(result) < len(every):
+                return None
             return str(result.answers.get(case.question_id, ""))
 
         reproduced = run({})
+        if reproduced is None:
+            raise MemtraceError("the replay does not reach the forced fault of the record")
         if check(question, reproduced):
             note = f"unconfirmed: the replay does not reproduce the failure (it answers {reproduced!r})"
             return replace(seed, reason=f"{seed.reason} ({note})", confidence=min(seed.confidence, 0.5))
@@ -302,7 +338,7 @@ class CounterfactualAttributor:
                     continue
                 tried.append(op)
                 answer = run({view.seq(op): repaired})
-                if check(question, answer):
+                if answer is not None and check(question, answer):
                     reason = f"repairing {view.op_name(op)} ({op}) and replaying answers {answer!r}, which is correct"
                     return make_verdict(case, self.name, view, op, error_type, reason, 0.95)
         if flow.reached_answer or seed.op_id == flow.answer_op:

@@ -44,6 +44,7 @@ def bench_build_impl(
     natural: bool = True,
     gold: bool = True,
     seed: int = 0,
+    data_slice: Any = None,
     progress: bool = True,
     models: Any = None,
 ) -> Any:
@@ -59,7 +60,7 @@ def bench_build_impl(
     settings = {s: {"embedder": program_embedder} for s in systems} if program_embedder else {}
     request = BuildRequest(systems=tuple(systems), out=out, data=data, settings=settings,
                            kinds=tuple(kinds) if kinds else INJECTABLE, per_kind=per_kind, natural=natural,
-                           gold=gold, seed=seed, embedder=embedder)
+                           gold=gold, seed=seed, embedder=embedder, data_slice=data_slice)
     out_console = console()
     task_lm = _models(roles or ModelRoles(), models).task
     summary = build_bench(request, task_lm=task_lm,
@@ -94,9 +95,11 @@ def bench_eval_impl(
     unknown = [m for m in methods if m not in method_names()]
     if unknown:
         raise ConfigError(f"unknown attribution method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}")
-    lm = None
+    lm = task_lm = None
     if any(m not in LM_FREE_METHODS for m in methods):
-        lm = _models(roles or ModelRoles(), models).attributor
+        built = _models(roles or ModelRoles(), models)
+        lm = built.attributor
+        task_lm = built.task if "counterfactual" in methods else None
     out_console = console()
 
     def tick(method: str, done: int, total: int) -> None:
@@ -104,7 +107,7 @@ def bench_eval_impl(
             out_console.log(f"{method}: {done}/{total}")
 
     scores = eval_bench(bench, methods, lm=lm, config=AttributionConfig(embedder=embedder, max_lm_calls=max_calls),
-                        limit=limit, progress=tick, num_threads=threads)
+                        limit=limit, progress=tick, num_threads=threads, task_lm=task_lm)
     for table in score_tables(scores):
         out_console.print(table)
     for score in scores:
@@ -118,6 +121,9 @@ def bench_build_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the benchmark into.")],
     system: Annotated[Optional[list[str]], typer.Option("--system", "-s", help="Memory system (repeatable).")] = None,  # noqa: UP045
     data: Annotated[str, typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], locomo, longmemeval or sample.")] = "sample",
+    sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
+    sample: Annotated[Optional[list[str]], typer.Option(help="Keep this conversation / question id (repeatable).")] = None,  # noqa: UP045
+    limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions.")] = None,  # noqa: UP045
     kind: Annotated[Optional[list[str]], typer.Option(help="Error type to inject (repeatable; default all).")] = None,  # noqa: UP045
     per_kind: Annotated[int, typer.Option(help="Injected cases per error type, system and conversation.")] = 2,
     program_embedder: Annotated[Optional[str], typer.Option(help="Embedder the systems search with (minilm or hash).")] = None,  # noqa: UP045
@@ -132,9 +138,15 @@ def bench_build_command(
 ) -> None:
     """Build MemTraceBench: inject faults of each error type and replay, label natural failures, add GoldError
     cases; writes cases.jsonl, graphs/, hf/ (a Hugging Face dataset) and manifest.json under --out."""
+    from memtrace_opt.data import DataSlice, parse_sessions
+
+    data_slice = None
+    if sessions or sample or limit is not None:
+        data_slice = DataSlice(sample_ids=tuple(sample) if sample else None,
+                               sessions=parse_sessions(sessions) if sessions else None, limit=limit)
     bench_build_impl(out, list(system or ["mem0"]), data=data, roles=roles, kinds=kind, per_kind=per_kind,
                      program_embedder=program_embedder, embedder=embedder, natural=natural, gold=gold, seed=seed,
-                     progress=not quiet)
+                     data_slice=data_slice, progress=not quiet)
 
 
 @bench_app.command("eval")

@@ -112,3 +112,45 @@ def test_bench_eval_command(bench) -> None:
                                       "--embedder", "hash", "-q"])
     assert result.exit_code == 0, result.output
     assert "MemTraceBench: attribution accuracy" in result.output and "confusion (lineage)" in result.output
+
+
+def test_counterfactual_replays_bench_cases_with_their_injection(bench) -> None:
+    from memtrace_opt.benchmarks.memtracebench.evaluate import bench_replay_provider
+
+    root, cases = load_bench(bench.out)
+    injected = [c for c in cases if c.label.source == "injected"]
+    provide = bench_replay_provider(root, cases)
+    context = provide(injected[0].failed_case(root))
+    assert context is not None and context.conversation.sample_id == injected[0].sample_id
+    assert context.forced == {injected[0].injection.seq: injected[0].injection.forced}
+    assert context.program.name == injected[0].system
+
+    task = fake_lm(engine=FakeEngine(skills=default_skills()), name="fake/bench-task")
+    attributor = fake_lm(engine=FakeEngine(skills=default_skills()), name="fake/bench-attributor")
+    limit = cases.index(injected[-1]) + 1
+    [score] = eval_bench(bench.out, ["counterfactual"], lm=attributor, task_lm=task,
+                         config=AttributionConfig(embedder="hash"), limit=limit)
+    lines = (bench.out / "eval" / "counterfactual.jsonl").read_text().splitlines()
+    reasons = [json.loads(line)["reason"] for line in lines]
+    assert not any("no replay context" in reason for reason in reasons)
+    # each injected failure is reproduced by the replay (the fault forced again), and the repair of the
+    # perturbed op (or, for a response fault, no repair upstream) gives back the right answer
+    injected_score = score.by_source["injected"]
+    assert injected_score.n == len(injected) and injected_score.both_hits == len(injected)
+    confirmed = [r for r, c in zip(reasons, cases[:limit], strict=True)
+                 if c.label.source == "injected" and c.label.error_type != "ResponseError"]
+    assert confirmed and all(r.startswith("repairing ") and r.endswith("which is correct") for r in confirmed)
+
+
+def test_bench_build_command_keeps_the_slice(tmp_path) -> None:
+    from memtrace_opt.cli import app
+
+    out = tmp_path / "b"
+    result = CliRunner().invoke(app, ["bench", "build", "--out", str(out), "-s", "rag", "--data", "sample",
+                                      "--sessions", "1-2", "--limit", "3", "--lm", "fake", "--program-embedder", "hash",
+                                      "--embedder", "hash", "--no-gold", "-q"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["request"]["slice"]["sessions"] == [1, 2] and manifest["request"]["slice"]["limit"] == 3
+    _, cases = load_bench(out)
+    assert len({c.question_id for c in cases}) <= 3
