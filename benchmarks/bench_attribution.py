@@ -1,0 +1,190 @@
+"""Attribution accuracy on MemTraceBench: build a bench on a fixed LoCoMo + LongMemEval slice, score every method.
+
+    python benchmarks/bench_attribution.py                                   # embedded model, all systems
+    python benchmarks/bench_attribution.py --lm fake --embedder hash         # a dry run in seconds
+    python benchmarks/bench_attribution.py --out runs/attr --eval-only       # re-score a bench already built
+    python benchmarks/bench_attribution.py --lm openai/gpt-4.1-mini --attributor-lm openai/gpt-4.1
+
+1. Builds one bench per part (LoCoMo conv-26 sessions 1-3; a few LongMemEval oracle questions, one per kind of
+   question) with every system: faults of each error type injected into questions the system got right and
+   replayed, kept when the answer turns wrong (`source: injected`, the truth known); with --natural also the
+   systems' own failures labelled by the lineage rules (silver labels).
+2. Runs every attribution method on every case (the task model replays for `counterfactual`; the attributor
+   model answers the LM methods' questions) and scores the verdicts against the labels.
+3. Prints, per method: cases, error-type and op-level accuracy on the injected cases (and on all), median and
+   total LM calls, tokens and seconds per case; then the targets: graphtrace >= 90% op-level and >= 95%
+   error-type accuracy on injected cases, every baseline beaten by >= 20 points op-level, median <= 8 LM calls
+   and <= 12k tokens per case. Writes `results.json` and `results.md` under --out.
+
+The systems run through DSPy's cache: building again with the same model and slice re-uses every LM reply.
+Exit status 0 when every target is met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from memtrace_opt.attribution import AttributionConfig, method_names  # noqa: E402
+from memtrace_opt.attribution.runs import read_verdicts  # noqa: E402
+from memtrace_opt.benchmarks.memtracebench import BuildRequest, build_bench, eval_bench, load_bench  # noqa: E402
+from memtrace_opt.benchmarks.memtracebench.evaluate import score_verdicts  # noqa: E402
+from memtrace_opt.data import DataSlice  # noqa: E402
+from memtrace_opt.lm.models import Models  # noqa: E402
+from memtrace_opt.lm.roles import ModelRoles, ModelSpec  # noqa: E402
+
+SYSTEMS = ("long_context", "rag", "mem0", "evermemos")
+# one LongMemEval oracle question per kind, the shortest of its kind: single-session-user, multi-session,
+# temporal-reasoning, single-session-assistant, knowledge-update
+LME_SAMPLES = ("66f24dbb", "9aaed6a3", "8077ef71", "1903aded", "0f05491a")
+BASELINES = ("all_at_once", "step_by_step", "binary_search", "random", "blame_response", "lineage")
+
+
+def parts(args: argparse.Namespace) -> list[tuple[str, str, DataSlice, bool]]:
+    """(name, data spec, slice, gold cases) of each bench part."""
+    if args.data == "sample":
+        return [("sample", "sample", DataSlice(), True)]
+    return [
+        ("locomo", "locomo", DataSlice(sample_ids=(args.locomo_sample,), sessions=(1, args.locomo_sessions)), True),
+        ("longmemeval", "longmemeval", DataSlice(sample_ids=tuple(args.lme_samples.split(","))), False),
+    ]
+
+
+def build(args: argparse.Namespace, models: Models) -> None:
+    systems = tuple(args.systems.split(","))
+    settings = {s: {"embedder": args.embedder} for s in systems} if args.embedder != "minilm" else {}
+    for name, data, data_slice, gold in parts(args):
+        began = time.time()
+        request = BuildRequest(systems=systems, out=args.out / name, data=data, data_slice=data_slice, settings=settings,
+                               per_kind=args.per_kind, natural=args.natural, gold=gold and args.natural,
+                               embedder=args.embedder)
+        summary = build_bench(request, task_lm=models.task, progress=lambda m, name=name: print(f"  [{name}] {m}", flush=True))
+        print(f"built {name}: {summary.cases} cases in {time.time() - began:.0f}s {json.dumps(summary.counts)}", flush=True)
+
+
+def evaluate(args: argparse.Namespace, models: Models, methods: list[str]) -> dict[str, Any]:
+    config = AttributionConfig(embedder=args.embedder, max_lm_calls=args.max_calls)
+    cases = []
+    seconds: dict[str, float] = {m: 0.0 for m in methods}
+    for name, *_ in parts(args):
+        root = args.out / name
+        if not (root / "cases.jsonl").exists():
+            continue
+        cases += [(root, c) for c in load_bench(root)[1]]
+        for method in methods:
+            began = time.time()
+            eval_bench(root, [method], lm=models.attributor, task_lm=models.task, config=config,
+                       progress=lambda m, done, total, name=name: print(f"  [{name}] {m} {done}/{total}", flush=True)
+                       if done == total or done % 10 == 0 else None)
+            seconds[method] += time.time() - began
+    results: dict[str, Any] = {"cases": len(cases), "methods": {}}
+    for method in methods:
+        verdicts = []
+        for name, *_ in parts(args):
+            path = args.out / name / "eval" / f"{method}.jsonl"
+            if path.exists():
+                verdicts += read_verdicts(path)
+        all_cases = [c for _, c in cases]
+        score = score_verdicts(method, all_cases, verdicts)
+        by_id = {v.case_id: v for v in verdicts}
+        injected = [c for c in all_cases if c.label.source == "injected"]
+        costs = [by_id[c.case_id].cost for c in all_cases if c.case_id in by_id]
+        inj = score.by_source.get("injected")
+        results["methods"][method] = {
+            "score": score.to_dict(),
+            "injected": {"n": len(injected), "type_acc": inj.rate(inj.type_hits) if inj else 0.0,
+                         "op_acc": inj.rate(inj.op_hits) if inj else 0.0},
+            "median_lm_calls": statistics.median([c.lm_calls for c in costs]) if costs else 0,
+            "median_tokens": statistics.median([c.prompt_tokens + c.completion_tokens for c in costs]) if costs else 0,
+            "total_lm_calls": sum(c.lm_calls for c in costs),
+            "seconds": round(seconds[method], 1),
+            "errors": score.errors,
+        }
+    return results
+
+
+def targets(results: dict[str, Any]) -> list[tuple[str, bool]]:
+    methods = results["methods"]
+    if "graphtrace" not in methods:
+        return []
+    g = methods["graphtrace"]
+    checks = [
+        (f"graphtrace op-level on injected {100 * g['injected']['op_acc']:.1f}% >= 90%", g["injected"]["op_acc"] >= 0.9),
+        (f"graphtrace error type on injected {100 * g['injected']['type_acc']:.1f}% >= 95%", g["injected"]["type_acc"] >= 0.95),
+        (f"graphtrace median {g['median_lm_calls']} LM calls <= 8 per case", g["median_lm_calls"] <= 8),
+        (f"graphtrace median {g['median_tokens']:.0f} tokens <= 12k per case", g["median_tokens"] <= 12_000),
+    ]
+    for name in BASELINES:
+        if name in methods:
+            gap = 100 * (g["injected"]["op_acc"] - methods[name]["injected"]["op_acc"])
+            checks.append((f"graphtrace beats {name} by {gap:+.1f} points op-level (>= 20)", gap >= 20))
+    return checks
+
+
+def table(results: dict[str, Any]) -> str:
+    header = ["method", "cases", "injected", "type acc (inj)", "op acc (inj)", "type acc (all)", "op acc (all)",
+              "median LM calls", "median tokens", "LM calls total", "seconds", "errors"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for method, r in results["methods"].items():
+        overall = r["score"]["overall"]
+        cells = [method, overall["n"], r["injected"]["n"], f"{100 * r['injected']['type_acc']:.1f}",
+                 f"{100 * r['injected']['op_acc']:.1f}", f"{100 * overall['type_acc']:.1f}", f"{100 * overall['op_acc']:.1f}",
+                 r["median_lm_calls"], f"{r['median_tokens']:.0f}", r["total_lm_calls"], r["seconds"], r["errors"]]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lm", default="embedded", help="task model (runs the systems, replays)")
+    parser.add_argument("--attributor-lm", default=None, help="attributor model (default: the task model)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--methods", default=",".join(method_names()))
+    parser.add_argument("--data", choices=("shared", "sample"), default="shared",
+                        help="shared: LoCoMo + LongMemEval slices; sample: the packaged sample (for dry runs)")
+    parser.add_argument("--locomo-sample", default="conv-26")
+    parser.add_argument("--locomo-sessions", type=int, default=3, help="sessions 1..N of the LoCoMo conversation")
+    parser.add_argument("--lme-samples", default=",".join(LME_SAMPLES))
+    parser.add_argument("--per-kind", type=int, default=1, help="injected cases per error type, system, conversation")
+    parser.add_argument("--natural", action="store_true", help="add the systems' own failures (lineage labels)")
+    parser.add_argument("--embedder", default="minilm", help="embedder of the systems and of pseudo-evidence")
+    parser.add_argument("--max-calls", type=int, default=8, help="LM calls per case at most (graphtrace)")
+    parser.add_argument("--eval-only", action="store_true", help="score the bench already under --out")
+    parser.add_argument("--out", type=Path, default=Path("runs") / f"bench-attribution-{time.strftime('%Y%m%d-%H%M%S')}")
+    args = parser.parse_args(argv)
+
+    methods = [m for m in args.methods.split(",") if m]
+    unknown = sorted(set(methods) - set(method_names()))
+    if unknown:
+        parser.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}")
+    roles = ModelRoles(task=ModelSpec(model=args.lm), attributor=ModelSpec(model=args.attributor_lm or args.lm))
+    models = Models.from_roles(roles)
+    if not args.eval_only:
+        build(args, models)
+    results = evaluate(args, models, methods)
+    results["models"] = {"task": args.lm, "attributor": args.attributor_lm or args.lm}
+    checks = targets(results)
+    text = table(results)
+    print(f"\nMemTraceBench ({results['cases']} cases; task LM {args.lm}, attributor {args.attributor_lm or args.lm})\n")
+    print(text)
+    print()
+    for line, ok in checks:
+        print(f"{'met   ' if ok else 'missed'} {line}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    results["targets"] = [{"target": line, "met": ok} for line, ok in checks]
+    (args.out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (args.out / "results.md").write_text(text + "\n\n" + "\n".join(f"- {'met' if ok else 'missed'}: {line}"
+                                                                      for line, ok in checks) + "\n", encoding="utf-8")
+    return 0 if checks and all(ok for _, ok in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
