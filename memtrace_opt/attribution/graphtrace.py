@@ -28,7 +28,7 @@ from memtrace_opt.attribution._flow import Flow
 from memtrace_opt.attribution._graph import GraphView
 from memtrace_opt.attribution._render import clip, render_op
 from memtrace_opt.attribution._types import GOLD, RETRIEVAL, FailedCase, Verdict, error_type_for_op
-from memtrace_opt.attribution.lineage import case_flow
+from memtrace_opt.attribution.lineage import open_case
 from memtrace_opt.attribution.protocol import AttributionConfig, make_verdict, register_method
 from memtrace_opt.attribution.signatures import CheckGold, JudgeOperation
 
@@ -111,11 +111,10 @@ class GraphTraceAttributor:
     name: str = "graphtrace"
 
     def attribute(self, case: FailedCase, graph: nx.MultiDiGraph) -> Verdict:
-        try:
-            view = GraphView.of(graph)
-            flow = case_flow(view, case, self.config)
-        except Exception as error:  # noqa: BLE001 - contract: an error verdict, never a raise
-            return Verdict.failed(case.case_id, self.name, f"{type(error).__name__}: {error}")
+        opened = open_case(case, graph, self.config, self.name)
+        if isinstance(opened, Verdict):
+            return opened
+        view, flow = opened
         with Asker(self.config.max_lm_calls, self.config.max_tokens) as asker:
             return self._trace(case, view, flow, asker)
 

@@ -34,6 +34,17 @@ def case_flow(view: GraphView, case: FailedCase, config: AttributionConfig) -> F
     return analyze(view, case.question_id, evidence, needed)
 
 
+def open_case(case: FailedCase, graph: nx.MultiDiGraph, config: AttributionConfig, method: str
+              ) -> tuple[GraphView, Flow] | Verdict:
+    """The case's graph view and information flow, or an error verdict of `method` when the graph cannot be
+    followed (the Attributor contract: an error verdict, never a raise)."""
+    try:
+        view = GraphView.of(graph)
+        return view, case_flow(view, case, config)
+    except Exception as error:  # noqa: BLE001
+        return Verdict.failed(case.case_id, method, f"{type(error).__name__}: {error}")
+
+
 @register_method("lineage")
 @dataclass(frozen=True)
 class LineageAttributor:
@@ -43,11 +54,10 @@ class LineageAttributor:
     name: str = "lineage"
 
     def attribute(self, case: FailedCase, graph: nx.MultiDiGraph) -> Verdict:
-        try:
-            view = GraphView.of(graph)
-            flow = case_flow(view, case, self.config)
-        except Exception as error:  # noqa: BLE001 - contract: an error verdict, never a raise
-            return Verdict.failed(case.case_id, self.name, f"{type(error).__name__}: {error}")
+        opened = open_case(case, graph, self.config, self.name)
+        if isinstance(opened, Verdict):
+            return opened
+        view, flow = opened
         root = flow.root(view)
         confidence = 0.6 if flow.evidence.source == "gold" else 0.4
         reason = f"{root.reason} (evidence: {flow.evidence.source} {', '.join(flow.evidence.strict[:4])})"

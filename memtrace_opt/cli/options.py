@@ -78,27 +78,7 @@ def config_from_cli(config_path: Path | None, **model_flags: str | None) -> dict
     return merge(load_config(config_path), model_overrides(**model_flags))
 
 
-def roles_from_cli(
-    config_path: Path | None,
-    lm: str | None = None,
-    lm_api_base: str | None = None,
-    judge_lm: str | None = None,
-    judge_api_base: str | None = None,
-    reflection_lm: str | None = None,
-    reflection_api_base: str | None = None,
-    attributor_lm: str | None = None,
-    attributor_api_base: str | None = None,
-) -> ModelRoles:
-    """Model roles from defaults < config file < flags. A role left unset uses the task model."""
-    cfg = config_from_cli(
-        config_path,
-        lm=lm,
-        lm_api_base=lm_api_base,
-        judge_lm=judge_lm,
-        judge_api_base=judge_api_base,
-        reflection_lm=reflection_lm,
-        reflection_api_base=reflection_api_base,
-        attributor_lm=attributor_lm,
-        attributor_api_base=attributor_api_base,
-    )
-    return roles_from_config(cfg)
+def roles_from_cli(config_path: Path | None, **model_flags: str | None) -> ModelRoles:
+    """Model roles from defaults < config file < flags (the keyword arguments of `model_overrides`). A role
+    left unset uses the task model."""
+    return roles_from_config(config_from_cli(config_path, **model_flags))
