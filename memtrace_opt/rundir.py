@@ -16,6 +16,7 @@ cases.jsonl is appended and flushed per question, so a crash keeps every answere
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import threading
@@ -26,6 +27,8 @@ from typing import Any
 import yaml
 
 from memtrace_opt.errors import MemtraceError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "read_jsonl", "safe_name", "write_json", "versions"]
 
@@ -52,6 +55,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             rows.append(json.loads(line))
         except json.JSONDecodeError as error:
             if number == len(lines):
+                log.warning("%s: skipping a truncated last line", path)
                 break
             raise MemtraceError(f"{path}: line {number} is not valid JSON ({error.msg})") from error
     return rows

@@ -20,6 +20,7 @@ from rich.table import Table
 from memtrace_opt.attribution._types import ERROR_TYPES, FailedCase, Verdict
 from memtrace_opt.attribution.protocol import AttributionConfig, ProgressFn, attribute_cases, get_attributor
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.rundir import read_jsonl
 
 __all__ = [
     "VERDICT_SCHEMA_VERSION",
@@ -37,25 +38,6 @@ log = logging.getLogger(__name__)
 VERDICT_SCHEMA_VERSION = 1
 CASES_FILE = "cases.jsonl"
 VERDICTS_FILE = "verdicts.jsonl"
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """JSON lines; a truncated last line (a crash mid-write) is skipped, any other bad line is an error."""
-    if not path.exists():
-        return []
-    rows: list[dict[str, Any]] = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            if number == len(lines):
-                log.warning("%s: skipping a truncated last line", path)
-                break
-            raise MemtraceError(f"{path}: line {number} is not valid JSON ({error.msg})") from error
-    return rows
 
 
 def case_from_row(row: Mapping[str, Any], root: Path) -> FailedCase:
@@ -87,12 +69,12 @@ def failed_cases(run_dir: str | Path) -> list[FailedCase]:
     path = root / CASES_FILE
     if not path.exists():
         raise MemtraceError(f"{root} is not a run directory (no {CASES_FILE})")
-    return [case_from_row(row, root) for row in _read_jsonl(path) if row.get("correct") is False]
+    return [case_from_row(row, root) for row in read_jsonl(path) if row.get("correct") is False]
 
 
 def read_verdicts(path: str | Path) -> list[Verdict]:
     """Every verdict line of a verdicts file (later lines for the same case and method win in `latest`)."""
-    return [Verdict.from_dict(row) for row in _read_jsonl(Path(path))]
+    return [Verdict.from_dict(row) for row in read_jsonl(Path(path))]
 
 
 def verdict_line(verdict: Verdict) -> str:
