@@ -25,10 +25,9 @@ from typing import Any
 
 import dspy
 
-from memtrace_opt.data import DataSlice, load_data
+from memtrace_opt.data import load_data
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.models import Models
-from memtrace_opt.lm.roles import ModelRoles
 from memtrace_opt.optimizers.baselines import BASELINES, run_baseline
 from memtrace_opt.optimizers.budget import LMBudget
 from memtrace_opt.optimizers.evaluation import CachedEvaluator
@@ -37,7 +36,7 @@ from memtrace_opt.optimizers.metric import AnswerMetric
 from memtrace_opt.optimizers.plot import PlotPoint, plot_accuracy_vs_calls
 from memtrace_opt.optimizers.program_io import instructions_of
 from memtrace_opt.optimizers.qa import QAContext
-from memtrace_opt.optimizers.splits import make_splits
+from memtrace_opt.optimizers.splits import SplitRequest, make_splits
 from memtrace_opt.optimizers.teleprompter import METERED_ROLES, LoopSettings, MemTraceOptimizer
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import write_json
@@ -63,17 +62,7 @@ def parse_optimizers(text: str | Sequence[str]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class CompareRequest:
-    system: str
-    data: str
-    out: Path
-    roles: ModelRoles = field(default_factory=ModelRoles)
-    data_slice: DataSlice = field(default_factory=DataSlice)
-    train: str | None = None
-    val: str | None = None
-    test: str | None = None
-    split: str = "0.4,0.3,0.3"
-    per_split: int | None = None
+class CompareRequest(SplitRequest):
     optimizers: tuple[str, ...] = DEFAULT_OPTIMIZERS
     budget: int = 200
     attribution: str = "graphtrace"

@@ -24,15 +24,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memtrace_opt.data import DataSlice, load_data
+from memtrace_opt.data import load_data
 from memtrace_opt.errors import ConfigError, MemtraceError
 from memtrace_opt.lm.models import Models
-from memtrace_opt.lm.roles import ModelRoles
 from memtrace_opt.optimizers.evaluation import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.examples import case_refs, make_examples
 from memtrace_opt.optimizers.program_io import instructions_of, save_program
 from memtrace_opt.optimizers.records import RoundRecord, _redact
-from memtrace_opt.optimizers.splits import Splits, make_splits
+from memtrace_opt.optimizers.splits import SplitRequest, Splits, make_splits
 from memtrace_opt.optimizers.study import default_storage
 from memtrace_opt.optimizers.teleprompter import LoopSettings, MemTraceOptimizer
 from memtrace_opt.programs import make_program
@@ -55,20 +54,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
-class OptimizeRequest:
-    """Everything one `memtrace optimize` needs. `train`/`val`/`test` are comma-separated conversation ids;
-    without them the questions of the slice are split by `split` fractions."""
+class OptimizeRequest(SplitRequest):
+    """Everything one `memtrace optimize` needs (see `SplitRequest` for the data and the splits)."""
 
-    system: str
-    data: str
-    out: Path
-    roles: ModelRoles = field(default_factory=ModelRoles)
-    data_slice: DataSlice = field(default_factory=DataSlice)
-    train: str | None = None
-    val: str | None = None
-    test: str | None = None
-    split: str = "0.4,0.3,0.3"
-    per_split: int | None = None
     program_settings: dict[str, Any] = field(default_factory=dict)
     program_path: Path | None = None
     settings: LoopSettings = field(default_factory=LoopSettings)

@@ -12,15 +12,35 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from memtrace_opt.data import Conversation, Dataset
+from memtrace_opt.data import Conversation, Dataset, DataSlice
 from memtrace_opt.errors import ConfigError
+from memtrace_opt.lm.roles import ModelRoles
 
-__all__ = ["Splits", "parse_ids", "parse_fractions", "make_splits"]
+__all__ = ["Splits", "SplitRequest", "parse_ids", "parse_fractions", "make_splits"]
 
 SPLIT_NAMES = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class SplitRequest:
+    """What `memtrace optimize` and `memtrace compare` share: the system, the data slice, the model roles, the
+    output directory, and how to split. `train`/`val`/`test` are comma-separated conversation ids; without them
+    the questions of the slice are split by `split` fractions (`per_split` caps each split)."""
+
+    system: str
+    data: str
+    out: Path
+    roles: ModelRoles = field(default_factory=ModelRoles)
+    data_slice: DataSlice = field(default_factory=DataSlice)
+    train: str | None = None
+    val: str | None = None
+    test: str | None = None
+    split: str = "0.4,0.3,0.3"
+    per_split: int | None = None
 
 
 @dataclass(frozen=True)
