@@ -180,11 +180,16 @@ def eval_bench(
     progress: Callable[[str, int, int], None] | None = None,
     num_threads: int = 1,
     task_lm: Any = None,
+    case_ids: Iterable[str] | None = None,
 ) -> list[MethodScore]:
     """Run each method on the bench's cases and score it; writes `eval/<method>.jsonl` and `eval/results.json`.
     `lm` is the attributor model; `task_lm` the model the systems run on when `counterfactual` replays
-    (see `bench_replay_provider`; None = the LM in context)."""
+    (see `bench_replay_provider`; None = the LM in context). `case_ids` keeps only those cases, `limit` the
+    first N."""
     root, cases = load_bench(bench)
+    if case_ids is not None:
+        keep = set(case_ids)
+        cases = [c for c in cases if c.case_id in keep]
     if limit is not None:
         cases = cases[:limit]
     out = root / "eval"
