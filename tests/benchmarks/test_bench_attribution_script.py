@@ -1,0 +1,36 @@
+"""The attribution benchmark script: the case sample it scores, and a dry run with the fake LM."""
+
+from __future__ import annotations
+
+import json
+
+from memtrace_opt.benchmarks.bench_attribution import main, pick
+from memtrace_opt.benchmarks.memtracebench import BenchCase, Label
+
+
+def _case(i: int, system: str, kind: str, source: str = "injected") -> BenchCase:
+    return BenchCase(f"c{i}", system, "d", "s", f"q{i}", "?", "g", "p", (), "g.json", Label(kind, "op:1", "x", source))
+
+
+def test_pick_spreads_the_sample_over_systems_and_error_types():
+    cases = [_case(i, "mem0", "ExtractionError") for i in range(6)] + [
+        _case(10, "rag", "RetrievalError"), _case(11, "mem0", "UpdateError"), _case(12, "rag", "ResponseError")]
+    chosen = pick(cases, 4)
+    assert len(chosen) == 4
+    assert {(c.system, c.label.error_type) for c in chosen} == {
+        ("mem0", "ExtractionError"), ("rag", "RetrievalError"), ("mem0", "UpdateError"), ("rag", "ResponseError")}
+    assert [c.case_id for c in chosen] == sorted((c.case_id for c in chosen), key=lambda i: int(i[1:]))  # bench order
+    assert pick(cases, None) == cases and pick(cases, 50) == cases
+
+
+def test_dry_run_scores_every_method_and_saves_the_table(tmp_path):
+    out = tmp_path / "attr"
+    status = main(["--lm", "fake", "--data", "sample", "--embedder", "hash", "--systems", "mem0",
+                   "--methods", "lineage,graphtrace,blame_response", "--out", str(out)])
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["methods"]) == {"lineage", "graphtrace", "blame_response"}
+    graphtrace = results["methods"]["graphtrace"]
+    assert graphtrace["injected"]["n"] == results["cases"] > 0
+    assert 0.0 <= graphtrace["injected"]["op_acc"] <= 1.0
+    assert "| graphtrace |" in (out / "results.md").read_text()
+    assert status == (0 if all(t["met"] for t in results["targets"]) else 1)
