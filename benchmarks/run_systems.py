@@ -38,10 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--lm", default="embedded")
     parser.add_argument("--no-judge", action="store_true")
+    parser.add_argument("--no-cache", action="store_true", help="every LM call live (DSPy's cache off), for timings")
     parser.add_argument("--out", type=Path, default=Path("runs") / f"bench-systems-{time.strftime('%Y%m%d-%H%M%S')}")
     args = parser.parse_args(argv)
 
-    roles = ModelRoles(task=ModelSpec(model=args.lm))
+    roles = ModelRoles(task=ModelSpec(model=args.lm, extra={"cache": False} if args.no_cache else {}))
     samples = tuple(s for s in args.samples.split(",") if s) if args.samples else None
     data_slice = DataSlice(sample_ids=samples, sessions=tuple(parse_sessions(args.sessions)) if args.sessions else None,
                            limit=args.limit)
