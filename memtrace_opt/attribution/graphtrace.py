@@ -1,8 +1,6 @@
 """`graphtrace`: MemTrace-style attribution, but cheap. Structure first, then small local LM questions.
 
-1. Evidence turns (gold ids, else pseudo-evidence). With gold evidence that does not state the gold
-   answer in so many words, one question first: does the evidence support the gold answer? If not:
-   GoldError. (Without gold evidence the question is asked last, when no op was judged faulty.)
+1. Evidence turns (gold ids, else pseudo-evidence).
 2. Follow the needed information through the graph without an LM (`_flow`): which units hold it, whether
    they survived their version chains, whether the read path returned it, whether it reached the answer op.
    That names at most one suspect op per stage (formation, update/delete, retrieval, answer) on the
@@ -11,7 +9,9 @@
    inputs, outputs and job, did it do its own job for the needed information? The verdict is the first op
    judged faulty that is decisive: a faulty op before the answer op is not decisive when the information
    reached the answer op intact anyway.
-4. If no op is judged faulty within the budget, the structural verdict stands, with low confidence.
+4. If no op is judged faulty, the information reached the answer op and the evidence does not state the gold
+   answer in so many words, one last question: does the evidence support the gold answer? If not: GoldError.
+5. Otherwise the structural verdict stands, with low confidence.
 A question whose right answer is to decline (abstention) needs no question at all: answering it anyway is
 the answer op's fault.
 """
@@ -123,13 +123,6 @@ class GraphTraceAttributor:
             root = flow.root(view)
             return make_verdict(case, self.name, view, root.op, root.error_type, root.reason, 0.8)
         evidence = evidence_text(view, flow.evidence)
-        gold_checked = False
-        stated = _evidence_states_gold(view, flow)
-        if self.config.check_gold and flow.evidence.source == "gold" and not case.abstention and not stated:
-            gold_checked = True
-            supported, why = check_gold(asker, case, evidence)
-            if supported is False:
-                return make_verdict(case, self.name, view, None, GOLD, f"gold answer not supported: {why}", 0.6)
         root = flow.root(view)
         judged = 0
         for candidate in candidates(view, flow, self.config.frontier):
@@ -145,9 +138,14 @@ class GraphTraceAttributor:
                 continue  # the information reached the answer op intact: this fault did not decide the failure
             confidence = 0.85 if candidate.op == root.op else 0.7
             return make_verdict(case, self.name, view, candidate.op, candidate.error_type, why or root.reason, confidence)
-        if not (gold_checked or stated) and self.config.check_gold and not case.abstention and asker.can_ask():
+        # every op did its job (or could not be judged): is the gold answer itself wrong? Asked last, and only
+        # when the information reached the answer: a small attributor doubts correct keys too readily (a
+        # relative date, an updated value) to let the question pre-empt the trace
+        if (self.config.check_gold and flow.reached_answer and not _evidence_states_gold(view, flow)
+                and asker.can_ask()):
             supported, why = check_gold(asker, case, evidence)
             if supported is False:
-                return make_verdict(case, self.name, view, None, GOLD, f"gold answer not supported: {why}", 0.4)
+                confidence = 0.6 if flow.evidence.source == "gold" else 0.4
+                return make_verdict(case, self.name, view, None, GOLD, f"gold answer not supported: {why}", confidence)
         note = "no operation judged faulty" if judged else "the attributor LM gave no usable judgement"
         return make_verdict(case, self.name, view, root.op, root.error_type, f"{note}; structure: {root.reason}", 0.3)

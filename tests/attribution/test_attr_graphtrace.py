@@ -34,7 +34,9 @@ def test_graphtrace_blames_the_gold_answer_the_evidence_contradicts(attributor_l
     with dspy.context(lm=attributor_lm):
         verdict = get_attributor("graphtrace", CONFIG).attribute(case_for(built.graph, gold="Cookie"), built.graph)
     assert verdict.error_type == "GoldError" and verdict.op_id is None
-    assert attributor_engine.counts["supported"] == 1 and len(attributor_engine.calls) == 1
+    # asked once, last: only after every op on the information's path was judged to have done its job
+    assert attributor_engine.counts["supported"] == 1
+    assert "supported" in attributor_engine.calls[-1].output_fields and len(attributor_engine.calls) <= 8
 
 
 def test_graphtrace_falls_back_to_structure_when_the_lm_fails(attributor_engine) -> None:
