@@ -120,13 +120,22 @@ def _recorded_questions(view: GraphView, conversation: Any, question: Any) -> li
     return [q for _, q in sorted(earlier, key=lambda pair: pair[0])] + [question]
 
 
-def _forced_applied(result: Any) -> int:
-    """How many op calls of a replay result were answered with forced outputs."""
+def _key_of(view: GraphView, seq: int) -> str | None:
+    return view.attrs(f"op:{seq}").get("content_key")
+
+
+def _forced_applied(result: Any, keys: set[str | None]) -> bool:
+    """Whether every recorded op call named by `keys` (content keys) came up in the replay and was answered
+    with its forced outputs."""
     events = getattr(result, "events", None)
     if events is not None:
-        return sum(1 for e in events if getattr(e, "type", None) == "op" and getattr(e, "replayed", None) == "forced")
-    graph = getattr(result, "graph", None)
-    return 0 if graph is None else sum(1 for _, d in graph.nodes(data=True) if d.get("replayed") == "forced")
+        applied = {getattr(e, "content_key", None) for e in events
+                   if getattr(e, "type", None) == "op" and getattr(e, "replayed", None) == "forced"}
+    else:
+        graph = getattr(result, "graph", None)
+        nodes = graph.nodes(data=True) if graph is not None else ()
+        applied = {d.get("content_key") for _, d in nodes if d.get("replayed") == "forced"}
+    return keys <= applied
 
 
 def _default_check(question: Any, answer: str) -> bool:
@@ -316,7 +325,7 @@ class CounterfactualAttributor:
             with lm_scope:
                 result = replay_fn(context.program, context.conversation, asked, record,
                                    instructions=context.instructions, forced=every)
-            if context.forced and _forced_applied(result) < len(every):
+            if context.forced and not _forced_applied(result, {_key_of(view, seq) for seq in every}):
                 return None
             return str(result.answers.get(case.question_id, ""))
 
