@@ -9,7 +9,7 @@ import typer
 
 from memtrace_opt.attribution.protocol import LM_FREE_METHODS
 from memtrace_opt.cli import app
-from memtrace_opt.cli.common import console, with_model_flags
+from memtrace_opt.cli.common import console, data_slice, with_model_flags
 from memtrace_opt.lm.roles import ModelRoles
 
 bench_app = typer.Typer(help="MemTraceBench: build labelled failures, score attribution methods.", no_args_is_help=True)
@@ -138,15 +138,10 @@ def bench_build_command(
 ) -> None:
     """Build MemTraceBench: inject faults of each error type and replay, label natural failures, add GoldError
     cases; writes cases.jsonl, graphs/, hf/ (a Hugging Face dataset) and manifest.json under --out."""
-    from memtrace_opt.data import DataSlice, parse_sessions
-
-    data_slice = None
-    if sessions or sample or limit is not None:
-        data_slice = DataSlice(sample_ids=tuple(sample) if sample else None,
-                               sessions=parse_sessions(sessions) if sessions else None, limit=limit)
+    chosen = data_slice(sessions, limit=limit, samples=sample) if sessions or sample or limit is not None else None
     bench_build_impl(out, list(system or ["mem0"]), data=data, roles=roles, kinds=kind, per_kind=per_kind,
                      program_embedder=program_embedder, embedder=embedder, natural=natural, gold=gold, seed=seed,
-                     data_slice=data_slice, progress=not quiet)
+                     data_slice=chosen, progress=not quiet)
 
 
 @bench_app.command("eval")

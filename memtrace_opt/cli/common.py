@@ -1,4 +1,5 @@
-"""Helpers shared by commands: model-role flags added to any command by a decorator, and console output."""
+"""Helpers shared by commands: model-role flags added to any command by a decorator, the data slice the
+slicing flags name, and console output."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from memtrace_opt.cli.options import (
     ReflectionLmOption,
     roles_from_cli,
 )
+from memtrace_opt.data import DataSlice, parse_sessions
 
-__all__ = ["with_model_flags", "console", "MODEL_FLAGS"]
+__all__ = ["with_model_flags", "console", "data_slice", "MODEL_FLAGS"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,6 +66,23 @@ def with_model_flags(func: F) -> F:
     wrapper.__annotations__ = {**{p.name: p.annotation for p in own}, **{p.name: p.annotation for p in added}}
     del wrapper.__wrapped__  # typer must read the new signature, not the original's
     return wrapper  # type: ignore[return-value]
+
+
+def data_slice(
+    sessions: str | None = None,
+    categories: Any = None,
+    limit: int | None = None,
+    samples: Any = None,
+) -> DataSlice:
+    """The DataSlice of the slicing flags: `--sessions A-B`, repeated `--category`, `--limit N`, repeated
+    `--sample ID` (None or empty: no filter)."""
+    session_range = parse_sessions(str(sessions)) if sessions else None
+    return DataSlice(
+        sample_ids=tuple(samples) if samples else None,
+        sessions=(session_range.first, session_range.last) if session_range else None,
+        categories=tuple(categories) if categories else None,
+        limit=limit,
+    )
 
 
 def console(stderr: bool = False) -> Console:

@@ -9,9 +9,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from memtrace_opt.cli import app
-from memtrace_opt.cli.common import console, with_model_flags
+from memtrace_opt.cli.common import console, data_slice, with_model_flags
 from memtrace_opt.config import load_config
-from memtrace_opt.data import DataSlice, parse_sessions
 from memtrace_opt.lm.roles import ModelRoles
 from memtrace_opt.programs import BUILTIN_SYSTEMS
 
@@ -21,15 +20,6 @@ IDS_HELP = "Comma-separated conversation ids"
 
 def _out(kind: str, system: str) -> Path:
     return Path("runs") / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{kind}-{system.replace(':', '_').replace('.', '_')}"
-
-
-def _slice(sessions: str | None, category: list[str] | None, limit: int | None) -> DataSlice:
-    session_range = parse_sessions(sessions) if sessions else None
-    return DataSlice(
-        sessions=(session_range.first, session_range.last) if session_range else None,
-        categories=tuple(category) if category else None,
-        limit=limit,
-    )
 
 
 @app.command("optimize")
@@ -94,7 +84,7 @@ def optimize_command(
         data=str(data or cfg.get("data") or "sample"),
         out=out or (Path(cfg["out"]) if cfg.get("out") else _out("optimize", system)),
         roles=roles,
-        data_slice=_slice(sessions or cfg.get("sessions"), category or cfg.get("categories"),
+        data_slice=data_slice(sessions or cfg.get("sessions"), category or cfg.get("categories"),
                           limit if limit is not None else cfg.get("limit")),
         train=train or cfg.get("train"),
         val=val or cfg.get("val"),
@@ -181,7 +171,7 @@ def compare_command(
         data=str(data or cfg.get("data") or "sample"),
         out=out or _out("compare", system),
         roles=roles,
-        data_slice=_slice(sessions, category, limit),
+        data_slice=data_slice(sessions, category, limit),
         train=train, val=val, test=test, split=split or "0.4,0.3,0.3", per_split=per_split,
         optimizers=parse_optimizers(optimizers), budget=budget, attribution=attribution, judge=judge,
         program_settings=dict(cfg.get("settings") or {}), seed=seed,

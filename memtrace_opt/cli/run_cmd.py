@@ -9,9 +9,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from memtrace_opt.cli import app
-from memtrace_opt.cli.common import console, with_model_flags
+from memtrace_opt.cli.common import console, data_slice, with_model_flags
 from memtrace_opt.config import load_config
-from memtrace_opt.data import DataSlice, parse_sessions
 from memtrace_opt.lm.roles import ModelRoles
 from memtrace_opt.programs import BUILTIN_SYSTEMS
 
@@ -62,17 +61,12 @@ def run_command(
     }
     if not merged["system"]:
         raise typer.BadParameter("give --system (or `system:` in --config)", param_hint="--system")
-    session_range = parse_sessions(str(merged["sessions"])) if merged["sessions"] else None
     request = RunRequest(
         system=merged["system"],
         data=str(merged["data"]),
         out=out if out is not None else Path(cfg["out"]) if cfg.get("out") else default_out(merged["system"]),
         roles=roles,
-        data_slice=DataSlice(
-            sessions=session_range,
-            categories=tuple(merged["categories"]) if merged["categories"] else None,
-            limit=merged["limit"],
-        ),
+        data_slice=data_slice(merged["sessions"], merged["categories"], merged["limit"]),
         program_settings=dict(cfg.get("settings") or {}),
         program_path=program or (Path(cfg["program"]) if cfg.get("program") else None),
         judge=bool(merged["judge"]),
