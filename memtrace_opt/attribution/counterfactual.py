@@ -206,11 +206,14 @@ def _add_evidence(view: GraphView, flow: Flow, outputs: Mapping[str, Any]) -> di
 
 
 def _turn_ref(view: GraphView, node: str) -> dict[str, Any]:
-    """The JSON form of a turn (what `to_jsonable(Turn)` gives), from its graph node."""
+    """The JSON form of a turn (`to_jsonable` of the Turn), rebuilt from its graph node."""
+    from memtrace_opt.data import Turn
+    from memtrace_opt.memory.values import to_jsonable
+
     attrs = view.attrs(node)
-    return {"$turn": node, "dia_id": attrs.get("dia_id"), "speaker": attrs.get("speaker"), "text": view.turn_text(node),
-            "session_index": attrs.get("session_index"), "timestamp": attrs.get("timestamp"),
-            "image_caption": attrs.get("image_caption")}
+    turn = Turn(str(attrs.get("dia_id")), str(attrs.get("speaker") or ""), str(attrs.get("value") or ""),
+                int(attrs.get("session_index") or 0), attrs.get("timestamp"), attrs.get("image_caption"))
+    return dict(to_jsonable(turn))
 
 
 def _keep_units(flow: Flow, outputs: Mapping[str, Any], view: GraphView) -> dict[str, Any] | None:
