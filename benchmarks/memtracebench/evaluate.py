@@ -146,7 +146,7 @@ def bench_replay_provider(root: str | Path, cases: Sequence[BenchCase], task_lm:
     lock = threading.Lock()
 
     def provide(case: FailedCase) -> Any:
-        from memtrace_opt.data import DataSlice, load_data
+        from memtrace_opt.attribution.runs import recorded_conversations
         from memtrace_opt.programs import make_program
 
         bench_case = by_id.get(case.case_id)
@@ -155,9 +155,7 @@ def bench_replay_provider(root: str | Path, cases: Sequence[BenchCase], task_lm:
             return None
         with lock:
             if not conversations:
-                data_slice = DataSlice.from_dict(request["slice"]) if request.get("slice") else None
-                dataset = load_data(str(request.get("data") or "sample"), data_slice)
-                conversations.update({c.sample_id: c for c in dataset.conversations})
+                conversations.update(recorded_conversations(str(request.get("data") or "sample"), request.get("slice")))
             if system not in programs:
                 programs[system] = make_program(system, dict((request.get("settings") or {}).get(system) or {}))
         conversation = conversations.get(case.sample_id or "")

@@ -30,6 +30,7 @@ __all__ = [
     "read_verdicts",
     "append_verdict",
     "run_replay_provider",
+    "recorded_conversations",
     "summary_tables",
 ]
 
@@ -153,6 +154,14 @@ def attribute_run(
     return AttributeRunResult(path, method, tuple(cases), ordered, len(new), len(cases) - len(todo))
 
 
+def recorded_conversations(spec: str, data_slice: Mapping[str, Any] | None) -> dict[str, Any]:
+    """sample id -> Conversation of a data spec and a recorded slice (`DataSlice.to_dict()`, or None)."""
+    from memtrace_opt.data import DataSlice, load_data
+
+    dataset = load_data(spec, DataSlice.from_dict(data_slice) if data_slice else None)
+    return {c.sample_id: c for c in dataset.conversations}
+
+
 def run_replay_provider(run_dir: str | Path, task_lm: Any = None) -> Callable[[FailedCase], Any]:
     """A replay provider for the counterfactual method from a run directory: the program rebuilt from
     config.yaml (system, program settings, program.json if saved), the conversation reloaded from the
@@ -168,7 +177,6 @@ def run_replay_provider(run_dir: str | Path, task_lm: Any = None) -> Callable[[F
     lock = threading.Lock()
 
     def load() -> tuple[Any, dict[str, Any]]:
-        from memtrace_opt.data import DataSlice, load_data
         from memtrace_opt.programs import make_program
 
         if not cfg or not cfg.get("system"):
@@ -179,10 +187,7 @@ def run_replay_provider(run_dir: str | Path, task_lm: Any = None) -> Callable[[F
         if program_path is not None and program_path.is_file():
             program.load(str(program_path))
         data = cfg.get("data") or {}
-        spec = str(data.get("path") or data.get("spec") or "sample")
-        data_slice = DataSlice.from_dict(data["slice"]) if data.get("slice") else None
-        dataset = load_data(spec, data_slice)
-        return program, {c.sample_id: c for c in dataset.conversations}
+        return program, recorded_conversations(str(data.get("path") or data.get("spec") or "sample"), data.get("slice"))
 
     def provide(case: FailedCase) -> Any:
         with lock:
