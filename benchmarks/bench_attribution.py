@@ -107,8 +107,9 @@ def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save:
     """Every method on the chosen cases of every part; the results are saved after each method (`save`)."""
     config = AttributionConfig(embedder=args.embedder, max_lm_calls=args.max_calls)
     loaded = [(name, args.out / name) for name, *_ in parts(args) if (args.out / name / "cases.jsonl").exists()]
-    chosen = {c.case_id for c in pick([c for _, root in loaded for c in load_bench(root)[1]], args.max_cases)}
-    cases = [c for _, root in loaded for c in load_bench(root)[1] if c.case_id in chosen]
+    every = [c for _, root in loaded for c in load_bench(root)[1]]
+    cases = pick(every, args.max_cases)
+    chosen = {c.case_id for c in cases}
     results: dict[str, Any] = {"cases": len(cases), "methods": {}}
     for method in methods:
         began = time.time()

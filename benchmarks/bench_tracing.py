@@ -5,7 +5,8 @@
 1. Hook overhead: the same Mem0 run (fake LM, hash embedder, a synthetic conversation large enough that one
    run takes about a second) untraced, with a no-op DSPy callback (what DSPy's own callback dispatch costs),
    traced with the runner's background event writer, and traced writing each event synchronously from the
-   program's thread; alternated in one process; best CPU time of each. Then the same with a simulated LM latency (wall time), which is what a real run looks like.
+   program's thread; alternated in one process; best CPU time of each. Then the same with a simulated LM
+   latency (wall time), which is what a real run looks like.
    Target: at most 5% overhead.
 2. `build_graph` throughput (CPU) on a synthetic 100k-event log shaped like a real run (turns, LM ops with LM
    calls, store writes with updates and deletes, retrievals with reads, answers); also writing and reading
