@@ -63,6 +63,7 @@ class Flow:
     consumers: tuple[str, ...]
     carriers: tuple[str, ...]
     losses: tuple[str, ...]
+    drops: tuple[str, ...]
     formed: tuple[str, ...]
     evidence_units: tuple[str, ...]
     transitions: tuple[Transition, ...]
@@ -84,13 +85,14 @@ class Flow:
         if self.reached_answer:
             return Root(self.answer_op, RESPONSE, "the needed information reached the answer op, which did not use it")
         if not self.formed or not (self.live or self.transitions):
-            op = self.losses[0] if self.losses else _first_of(view, self.consumers, EXTRACTION)
+            lost = self.losses + (self.drops if not self.formed else ())
+            op = min(lost, key=view.seq) if lost else _first_of(view, self.consumers, EXTRACTION)
             if op is None:
                 op = _first_write_op(view, self.read_ops)
             if op is None:
                 return Root(self.answer_op, RESPONSE, "no operation formed memory from the evidence turns")
-            how = "lost the needed information" if op in self.losses else "consumed the evidence turns"
-            return Root(op, EXTRACTION, f"no memory unit ever held the needed information; {name(op)} {how}")
+            how = "lost the needed information" if op in lost else "consumed the evidence turns"
+            return Root(op, _loss_type(view, op), f"no memory unit ever held the needed information; {name(op)} {how}")
         if not self.live:
             first = self.transitions[0]
             verb = "deleted" if first.error_type == DELETION else "overwrote"
@@ -110,7 +112,7 @@ class Flow:
         found: list[tuple[str, str]] = []
         if not self.formed:
             first = self.losses[:2] or tuple(x for x in (_first_of(view, self.consumers, EXTRACTION),) if x)
-            found.extend((op, EXTRACTION) for op in first)
+            found.extend((op, _loss_type(view, op)) for op in (*first, *self.drops[:1]))
         changes = list(self.unit_losses[:2]) or (list(self.unit_changes[:1]) if not self.formed else [])
         found.extend((change.decider, change.error_type) for change in changes)
         if self.read_drop is not None and self.first_returned:
@@ -124,6 +126,12 @@ class Flow:
     def formation_ops(self, view: GraphView) -> list[str]:
         """Write-path ops that carried the information into memory (LM-backed first)."""
         return sorted(self.carriers, key=lambda op: (view.predictor(op) is None, view.seq(op)))
+
+
+def _loss_type(view: GraphView, op: str) -> str:
+    """The error type of losing the information before it reached memory: an update decision's (a fact it
+    should have written: a skipped write, never a deletion) or else an extraction's."""
+    return UPDATE if error_type_for_op(view.op_name(op)) in (UPDATE, DELETION) else EXTRACTION
 
 
 def _first_of(view: GraphView, ops: tuple[str, ...] | list[str], error_type: str) -> str | None:
@@ -160,7 +168,7 @@ def analyze(view: GraphView, question_id: str, evidence: Evidence, needed: Neede
          and op not in view.all_read_ops},
         key=view.seq,
     )
-    carriers, losses, formed_nodes = _formation(view, start, reads | view.all_read_ops, holds)
+    carriers, losses, drops, formed_nodes = _formation(view, start, reads | view.all_read_ops, holds)
     formed = {n for n in formed_nodes if view.unit_kind(n) in retrievable or not retrievable}
     for chain in view.units.values():  # information that reached memory by any other path counts too
         for node in chain:
@@ -206,6 +214,7 @@ def analyze(view: GraphView, question_id: str, evidence: Evidence, needed: Neede
         consumers=tuple(consumers),
         carriers=tuple(carriers),
         losses=tuple(losses),
+        drops=tuple(drops),
         formed=tuple(sorted(formed, key=view.written_at)),
         evidence_units=tuple(sorted(evidence_units)),
         transitions=tuple(transitions),
@@ -239,14 +248,19 @@ def _retrievable_kinds(view: GraphView, read_ops: tuple[str, ...]) -> set[str]:
     }
 
 
-def _formation(view: GraphView, start: list[str], reads: set[str], holds) -> tuple[list[str], list[str], set[str]]:
+def _formation(
+    view: GraphView, start: list[str], reads: set[str], holds
+) -> tuple[list[str], list[str], list[str], set[str]]:
     """Forward from the evidence turns through write-path ops, never into a unit's own next version.
 
-    Returns (carriers, decisive losses, memory versions reached holding the information). A loss is
-    decisive when no consumer of a holding value carried the information on.
+    Returns (carriers, decisive losses, drops, memory versions reached holding the information). A loss is
+    decisive when no consumer of a holding value carried the information on; a drop is an update decision
+    that did not carry it while another consumer did (Mem0's decision skipping a fact that the similarity
+    search passed on to nothing).
     """
     carriers: list[str] = []
     losses: list[str] = []
+    drops: list[str] = []
     formed: set[str] = set()
     holding = set(start)
     queue = list(start)
@@ -257,9 +271,12 @@ def _formation(view: GraphView, start: list[str], reads: set[str], holds) -> tup
         if not ops:
             continue
         carried = False
+        dropped: list[str] = []
         for op in ops:
             outs = [o for o in view.outputs(op) if o not in holding and holds(view.parts(o))]
             outs += [o for o in view.outputs(op) if o in holding]
+            if not outs and view.predictor(op) and error_type_for_op(view.op_name(op)) in (UPDATE, DELETION):
+                dropped.append(op)
             if outs:
                 carried = True
                 if op not in done:
@@ -276,9 +293,12 @@ def _formation(view: GraphView, start: list[str], reads: set[str], holds) -> tup
             loss = (typed or ops)[0]
             if loss not in losses:
                 losses.append(loss)
+        else:
+            drops.extend(op for op in dropped if op not in drops)
     carriers.sort(key=view.seq)
     losses.sort(key=view.seq)
-    return carriers, losses, formed
+    drops = sorted((op for op in drops if op not in carriers), key=view.seq)
+    return carriers, losses, drops, formed
 
 
 def _rewrites(view: GraphView, op: str, node: str) -> bool:

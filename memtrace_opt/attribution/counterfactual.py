@@ -8,7 +8,8 @@ run live. The first candidate whose repair makes the answer correct is the verdi
 - retrieval (retrieve, merge, ...): the units that held the needed information at question time are added
   to the returned list;
 - extraction (extract_*, chunk, ...): the evidence turns are added to the extracted list (or text);
-- update/delete decisions: the UPDATE/DELETE that lost the information becomes NONE;
+- update/delete decisions: the UPDATE/DELETE that lost the information becomes NONE; a decision that skipped
+  it gets an ADD of each input fact that holds it;
 - otherwise the attributor LM rewrites the outputs (`RepairOutputs`).
 Store-writing ops cannot be forced; the answer op is never replayed (setting the answer is no test): it is
 the verdict when the information reached it intact and no earlier repair saves the answer. Without a
@@ -236,6 +237,19 @@ def _keep_units(flow: Flow, outputs: Mapping[str, Any], view: GraphView) -> dict
     return None
 
 
+def _add_writes(view: GraphView, flow: Flow, op: str, outputs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An update decision that skipped a needed write: an ADD of each input fact holding the information."""
+    recorded = view.attrs(op).get("inputs")
+    key = next((k for k, v in outputs.items() if isinstance(v, list) and v and all(isinstance(a, Mapping) and "event" in a for a in v)), None)
+    key = key or next((k for k, v in outputs.items() if k.endswith("actions") and isinstance(v, list)), None)
+    if key is None or not isinstance(recorded, Mapping):
+        return None
+    facts = [f for v in recorded.values() if isinstance(v, list) for f in v if isinstance(f, str) and flow.needed.holds(f)]
+    written = {str(a.get("text")) for a in outputs[key] if isinstance(a, Mapping)}
+    added = [{"event": "ADD", "text": f, "unit_id": None} for f in dict.fromkeys(facts) if f not in written]
+    return {key: list(outputs[key]) + added} if added else None
+
+
 def repair_outputs(view: GraphView, flow: Flow, op: str, case: FailedCase, asker: Asker | None = None) -> dict[str, Any] | None:
     """Outputs of `op` that do its job for the needed information (by rule, else by the LM), or None."""
     outputs = view.attrs(op).get("outputs")
@@ -248,7 +262,7 @@ def repair_outputs(view: GraphView, flow: Flow, op: str, case: FailedCase, asker
     elif kind == EXTRACTION:
         repaired = _add_evidence(view, flow, outputs)
     elif kind in (UPDATE, DELETION):
-        repaired = _keep_units(flow, outputs, view)
+        repaired = _keep_units(flow, outputs, view) or _add_writes(view, flow, op, outputs)
     if repaired is None and asker is not None and kind != RESPONSE:
         repaired = _lm_repair(view, flow, op, case, outputs, asker)
     return repaired

@@ -146,18 +146,23 @@ FACT_DOG = "Alice adopted a beagle puppy named Biscuit"
 
 
 def mem0(fault: str) -> Built:
-    """fault: extraction, update, deletion, retrieval, response."""
+    """fault: extraction, skipped (the decision leaves the extracted fact out), update, deletion, retrieval,
+    response."""
     b = GraphBuilder("mem0")
     dog = "Alice adopted a puppy" if fault == "extraction" else FACT_DOG
     facts = ["Bob went hiking at Mount Tam with his sister", dog, "Bob is learning the violin"]
+    kept = [x for x in facts if not (fault == "skipped" and x == dog)]
     extract, f = b.op("mem0.extract_facts", turns(SESSION1), {"facts": facts}, predictor="extract_facts.predict")
-    _, s = b.op("mem0.search_similar", [f["facts"]], {"similar": []})
-    _, d = b.op("mem0.update_decision", [f["facts"], s["similar"]],
-                {"decisions": [{"event": "ADD", "text": x} for x in facts]}, predictor="update_decision.predict")
-    _, m = b.op("mem0.apply", [d["decisions"]], mems=[(f"fact-{i + 1}", 1, x, False) for i, x in enumerate(facts)])
+    # the search passes each fact on with the (no) memories like it
+    _, s = b.op("mem0.search_similar", [f["facts"]], {"similar": [{"fact": x, "memories": []} for x in facts]})
+    first, d = b.op("mem0.update_decision", [f["facts"], s["similar"]],
+                    {"decisions": [{"event": "ADD", "text": x} for x in kept]}, predictor="update_decision.predict")
+    _, m = b.op("mem0.apply", [d["decisions"]],
+                mems=[(f"fact-{i + 1}", 1, x, False) for i, x in enumerate(facts) if x in kept])
     facts2 = ["Alice's dog chewed her shoes", "Bob's violin teacher says he is improving"]
     _, f2 = b.op("mem0.extract_facts", turns(SESSION2), {"facts": facts2}, predictor="extract_facts.predict")
-    _, s2 = b.op("mem0.search_similar", [f2["facts"], m["fact-2"]], {"similar": mem_list(b.graph, [m["fact-2"]])})
+    similar = [m["fact-2"]] if "fact-2" in m else []
+    _, s2 = b.op("mem0.search_similar", [f2["facts"], *similar], {"similar": mem_list(b.graph, similar)})
     decisions: list[dict[str, Any]] = [{"event": "ADD", "text": x} for x in facts2]
     if fault == "update":
         decisions[0] = {"event": "UPDATE", "id": "fact-2", "text": "Alice has a dog that chews shoes"}
@@ -177,7 +182,7 @@ def mem0(fault: str) -> Built:
         mems.append(("fact-5", 1, facts2[0], False))
     _, m2 = b.op("mem0.apply", apply_inputs, mems=mems)
     q = b.question()
-    if fault in ("retrieval", "update"):
+    if fault in ("retrieval", "update", "skipped"):
         returned = [m["fact-1"], m["fact-3"]]
     elif fault == "deletion":
         returned = [m["fact-1"], m2["fact-5"]]
@@ -185,7 +190,7 @@ def mem0(fault: str) -> Built:
         returned = [m["fact-2"], m["fact-1"]]
     retrieve, r = b.op("mem0.retrieve", [q, *returned], {"memories": mem_list(b.graph, returned)})
     answer, _ = b.op("mem0.answer", [q, r["memories"]], {"answer": "Max"}, predictor="answer.predict", answer_of=QID)
-    expected = {"extraction": (extract, "ExtractionError"), "update": (decide, "UpdateError"),
+    expected = {"extraction": (extract, "ExtractionError"), "skipped": (first, "UpdateError"), "update": (decide, "UpdateError"),
                 "deletion": (decide, "DeletionError"), "retrieval": (retrieve, "RetrievalError"),
                 "response": (answer, "ResponseError")}[fault]
     return Built(b.graph, *expected)
@@ -253,7 +258,7 @@ def evermemos(fault: str) -> Built:
 
 SHAPES = {
     "rag": (rag, ("extraction", "retrieval", "response")),
-    "mem0": (mem0, ("extraction", "update", "deletion", "retrieval", "response")),
+    "mem0": (mem0, ("extraction", "skipped", "update", "deletion", "retrieval", "response")),
     "long_context": (long_context, ("extraction", "deletion", "response")),
     "evermemos": (evermemos, ("extraction", "retrieval", "merge", "response")),
 }
