@@ -27,6 +27,7 @@ from typing import Any
 import dspy
 
 from memtrace_opt.attribution import RESPONSE, AttributionConfig, FailedCase, GraphView, get_attributor
+from memtrace_opt.attribution._flow import Flow
 from memtrace_opt.attribution.lineage import case_flow
 from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, BenchCase, Injection, Label
 from memtrace_opt.benchmarks.memtracebench.inject import INJECTABLE, Plan, plan_injections
@@ -167,8 +168,9 @@ class _Builder:
                     with dspy.context(lm=self.task_lm):
                         result = replay(program, conversation, upto, base.events, forced={plan.seq: plan.forced})
                     answer = result.answers.get(question.question_id, "")
-                    op_id = _same_op(GraphView(result.graph), plan)
-                    if not _correct(question, answer) and op_id is not None:
+                    replayed = GraphView(result.graph)
+                    op_id = _same_op(replayed, plan)
+                    if not _correct(question, answer) and op_id is not None and self._decisive(replayed, question, answer, plan):
                         break
                 else:
                     continue
@@ -179,16 +181,33 @@ class _Builder:
                 self.cases.append(self.case(system, dataset, conversation, question, answer, path, label, injection))
             self.progress(f"{system}: {conversation.sample_id}: {made} injected {kind}")
 
-    def _plans(self, view: GraphView, question: Any, base: Any, kind: str) -> list[Plan]:
-        case = FailedCase(question.question_id, question, question.answer, base.answers.get(question.question_id, ""),
-                          tuple(question.evidence))
+    def _flow(self, view: GraphView, question: Any, prediction: str) -> Flow | None:
+        case = FailedCase(question.question_id, question, question.answer, prediction, tuple(question.evidence))
         try:
-            flow = case_flow(view, case, self.config)
+            return case_flow(view, case, self.config)
         except Exception as error:  # noqa: BLE001 - a question the graph cannot follow gets no injection
             log.info("no flow for %s: %s", question.question_id, error)
+            return None
+
+    def _plans(self, view: GraphView, question: Any, base: Any, kind: str) -> list[Plan]:
+        flow = self._flow(view, question, base.answers.get(question.question_id, ""))
+        if flow is None:
             return []
         return plan_injections(view, flow, [kind], abstention=question.abstention,
                                distractor=question.adversarial_answer)
+
+    def _decisive(self, replayed: GraphView, question: Any, answer: str, plan: Plan) -> bool:
+        """Whether the injected fault alone explains the failure: a fault upstream of the answer op is decisive
+        only if the needed information no longer reaches the answer op. Had it still arrived by another path (an
+        episode that kept a fact its event log lost), an ideal answerer would have been right and the failure
+        belongs to the answer op as much as to the injection: such a case has no single known root cause."""
+        if plan.error_type == RESPONSE:
+            return True
+        flow = self._flow(replayed, question, answer)
+        if flow is not None and flow.reached_answer:
+            log.info("%s at %s: the information still reaches the answer op; case not kept", plan.error_type, plan.op)
+            return False
+        return True
 
     def natural(self, system: str, dataset: str, conversation: Any, base: Any, graph: Any, path: str,
                 failed: Sequence[Any]) -> None:

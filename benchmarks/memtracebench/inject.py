@@ -4,7 +4,8 @@ information it needed, one plan per error type the system's shape allows.
 | error type | perturbed op | how |
 |---|---|---|
 | ExtractionError | the first LM-backed write op that carried the information (else any carrier) | items/sentences holding it removed |
-| UpdateError | a later update decision (an op whose outputs are `{event, unit_id, text}` actions) that was shown the unit holding it | an UPDATE of that unit, with text that lacks it |
+| UpdateError | the update decision (an op whose outputs are `{event, unit_id, text}` actions) whose ADD or UPDATE brought the information into the unit that holds it at question time | that action dropped: a needed update skipped |
+| UpdateError | else a later update decision that was shown the unit holding it | an UPDATE of that unit, with text that lacks it |
 | DeletionError | the same kind of op | a DELETE of that unit |
 | RetrievalError | the question's first retrieval op, else its last merge/rerank | the returned units holding it removed |
 | ResponseError | the answer op | a wrong answer |
@@ -138,6 +139,40 @@ def _shown(view: GraphView, op: str, unit_id: str) -> bool:
     return any(view.is_mem(n) and view.unit_id(n) == unit_id for n in view.inputs(op))
 
 
+def _unit_ref(action: Mapping[str, Any]) -> Any:
+    return action.get("unit_id", action.get("id"))
+
+
+def _skipped_write(view: GraphView, flow: Flow, holds: Holds) -> Plan | None:
+    """The decision behind the version at which the needed information last entered a live unit (an ADD of the
+    unit, or an UPDATE whose text holds it when the version before did not), without that action."""
+    for unit in flow.live:
+        unit_id = view.unit_id(unit)
+        chain = view.units.get(unit_id, [unit])
+        chain = chain[: chain.index(unit) + 1] if unit in chain else [unit]
+        entry = len(chain) - 1
+        while entry > 0 and holds(view.text(chain[entry - 1])):
+            entry -= 1
+        if not holds(view.text(chain[entry])):
+            continue
+        writers = view.producers(chain[entry])
+        decider = view.decider(writers[0]) if writers else None
+        outputs = view.attrs(decider).get("outputs") if decider and decider != writers[0] else None
+        key = _action_field(outputs)
+        if decider is None or key is None or _writes(view, decider):
+            continue
+        actions = list(outputs[key])  # type: ignore[index]
+        event = "ADD" if entry == 0 else "UPDATE"
+        index = next((i for i, a in enumerate(actions) if isinstance(a, Mapping) and a.get("event") == event
+                      and holds(str(a.get("text", ""))) and (event == "ADD" or _unit_ref(a) == unit_id)), None)
+        if index is None:
+            continue
+        kept = actions[:index] + actions[index + 1 :]
+        how = f"dropped the {event} that brought the needed information into {unit_id} (a needed update skipped)"
+        return Plan(UPDATE, decider, view.op_name(decider), view.seq(decider), {key: kept}, how)
+    return None
+
+
 def _decision(view: GraphView, flow: Flow, holds: Holds, error_type: str) -> Plan | None:
     for unit in flow.live:
         created = view.written_at(unit)
@@ -181,7 +216,7 @@ def plan_injections(
 ) -> list[Plan]:
     """Plans for the question `flow` follows, by error type in `kinds` order: for extraction one per op that
     carried the information (LM-backed first), for retrieval the first retrieval op then the last one that
-    passes units on, for the others at most one."""
+    passes units on, for update a skipped write then an overwrite, for the others at most one."""
     holds: Holds = flow.needed.holds
     plans: list[Plan | None] = []
     for kind in kinds:
@@ -189,7 +224,9 @@ def plan_injections(
             plans.extend(_extraction(view, flow, holds))
         elif kind == RETRIEVAL:
             plans.extend(_retrieval(view, flow, holds))
-        elif kind in (UPDATE, DELETION):
+        elif kind == UPDATE:
+            plans += [_skipped_write(view, flow, holds), _decision(view, flow, holds, kind)]
+        elif kind == DELETION:
             plans.append(_decision(view, flow, holds, kind))
         elif kind == RESPONSE:
             plans.append(_response(view, flow, abstention, distractor))

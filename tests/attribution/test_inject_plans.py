@@ -1,0 +1,44 @@
+"""MemTraceBench's fault plans on hand-built graphs: a skipped update, and the rule that keeps a case only when
+its injected fault alone explains the failure."""
+
+from __future__ import annotations
+
+from attr_graphs import EVIDENCE, GOLD, QID, QUESTION, build
+
+from memtrace_opt.attribution import AttributionConfig, FailedCase, GraphView
+from memtrace_opt.attribution.lineage import case_flow
+from memtrace_opt.benchmarks.memtracebench import BuildRequest
+from memtrace_opt.benchmarks.memtracebench.build import _Builder
+from memtrace_opt.benchmarks.memtracebench.inject import plan_injections
+from memtrace_opt.data import Question
+
+CONFIG = AttributionConfig(embedder="hash")
+QUESTION_OBJ = Question(QID, QUESTION, GOLD, "single-hop", None, EVIDENCE)
+
+
+def _flow(graph, prediction: str = GOLD):
+    return case_flow(GraphView(graph), FailedCase(QID, QUESTION_OBJ, GOLD, prediction, EVIDENCE), CONFIG)
+
+
+def test_a_skipped_update_drops_exactly_the_add_that_brought_the_fact_in() -> None:
+    graph = build("mem0", "response").graph  # Biscuit is extracted, ADDed by op:2 and reaches the answer
+    view = GraphView(graph)
+    plans = plan_injections(view, _flow(graph), ["UpdateError"])
+    skip = plans[0]
+    assert (skip.error_type, skip.op_id, skip.op) == ("UpdateError", "op:2", "mem0.update_decision")
+    recorded = view.attrs("op:2")["outputs"]["decisions"]
+    forced = skip.forced["decisions"]
+    assert len(forced) == len(recorded) - 1
+    assert [a for a in recorded if a not in forced] == [{"event": "ADD", "text": "Alice adopted a beagle puppy named Biscuit"}]
+    assert "skipped" in skip.how
+
+
+def test_an_injection_is_kept_only_when_the_information_no_longer_reaches_the_answer(tmp_path) -> None:
+    builder = _Builder(BuildRequest(systems=("mem0",), out=tmp_path, data="sample", embedder="hash"), None, None)
+    intact = build("evermemos", "response").graph  # the information reaches the answer op
+    lost = build("evermemos", "retrieval").graph  # retrieval returned no unit holding it
+    [extraction] = [p for p in plan_injections(GraphView(intact), _flow(intact), ["ExtractionError"])][:1]
+    [response] = plan_injections(GraphView(intact), _flow(intact), ["ResponseError"])
+    assert not builder._decisive(GraphView(intact), QUESTION_OBJ, "Max", extraction)
+    assert builder._decisive(GraphView(intact), QUESTION_OBJ, "Max", response)
+    assert builder._decisive(GraphView(lost), QUESTION_OBJ, "Max", extraction)
