@@ -9,7 +9,8 @@
    question) with every system: faults of each error type injected into questions the system got right and
    replayed, kept when the answer turns wrong (`source: injected`, the truth known); with --natural also the
    systems' own failures labelled by the lineage rules (silver labels).
-2. Runs every attribution method on every case (the task model replays for `counterfactual`; the attributor
+2. Runs every attribution method on every case (the scores of methods not asked for this time are kept when
+   results.json under --out holds the same cases, so methods can be scored in separate runs) (the task model replays for `counterfactual`; the attributor
    model answers the LM methods' questions) and scores the verdicts against the labels.
 3. Prints, per method: cases, error-type and op-level accuracy on the injected cases (and on all), median and
    total LM calls, tokens and seconds per case; then the targets: graphtrace >= 90% op-level and >= 95%
@@ -110,7 +111,12 @@ def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save:
     every = [c for _, root in loaded for c in load_bench(root)[1]]
     cases = pick(every, args.max_cases)
     chosen = {c.case_id for c in cases}
-    results: dict[str, Any] = {"cases": len(cases), "methods": {}}
+    results: dict[str, Any] = {"cases": len(cases), "case_ids": sorted(chosen), "methods": {}}
+    earlier = args.out / "results.json"
+    if earlier.exists():  # scores of other methods on the same cases stay in the table
+        previous = json.loads(earlier.read_text(encoding="utf-8"))
+        if previous.get("case_ids") == results["case_ids"]:
+            results["methods"] = {m: r for m, r in previous.get("methods", {}).items() if m not in methods}
     for method in methods:
         began = time.time()
         verdicts = []

@@ -34,3 +34,9 @@ def test_dry_run_scores_every_method_and_saves_the_table(tmp_path):
     assert 0.0 <= graphtrace["injected"]["op_acc"] <= 1.0
     assert "| graphtrace |" in (out / "results.md").read_text()
     assert status == (0 if all(t["met"] for t in results["targets"]) else 1)
+    # a second run on the same bench scores another method and keeps the first run's scores beside it
+    main(["--lm", "fake", "--data", "sample", "--embedder", "hash", "--eval-only", "--methods", "random",
+          "--out", str(out)])
+    again = json.loads((out / "results.json").read_text())
+    assert set(again["methods"]) == {"lineage", "graphtrace", "blame_response", "random"}
+    assert again["methods"]["graphtrace"] == graphtrace
