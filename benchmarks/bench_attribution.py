@@ -6,7 +6,8 @@
     python benchmarks/bench_attribution.py --lm openai/gpt-4.1-mini --attributor-lm openai/gpt-4.1
 
 1. Builds one bench per part (LoCoMo conv-26 sessions 1-3; a few LongMemEval oracle questions, one per kind of
-   question) with every system: faults of each error type injected into questions the system got right and
+   question; the packaged sample conversation, Mem0 only: its knowledge updates give Mem0's update and
+   deletion faults) with every system: faults of each error type injected into questions the system got right and
    replayed, kept when the answer turns wrong (`source: injected`, the truth known); with --natural also the
    systems' own failures labelled by the lineage rules (silver labels).
 2. Runs every attribution method on every case (the scores of methods not asked for this time are kept when
@@ -48,20 +49,26 @@ LME_SAMPLES = ("66f24dbb", "0f05491a")  # single-session-user, knowledge-update
 BASELINES = ("all_at_once", "step_by_step", "binary_search", "random", "blame_response", "lineage")
 
 
-def parts(args: argparse.Namespace) -> list[tuple[str, str, DataSlice, bool]]:
-    """(name, data spec, slice, gold cases) of each bench part."""
+def parts(args: argparse.Namespace) -> list[tuple[str, str, DataSlice, bool, tuple[str, ...]]]:
+    """(name, data spec, slice, gold cases, systems) of each bench part. The packaged sample conversation (a
+    move, a cancelled trip) is where Mem0's decisions UPDATE and DELETE what later questions need: it adds
+    Mem0's update and deletion faults, which the LoCoMo slice rarely gives."""
+    systems = tuple(args.systems.split(","))
     if args.data == "sample":
-        return [("sample", "sample", DataSlice(), True)]
+        return [("sample", "sample", DataSlice(), True, systems)]
     return [
-        ("locomo", "locomo", DataSlice(sample_ids=(args.locomo_sample,), sessions=(1, args.locomo_sessions)), True),
-        ("longmemeval", "longmemeval", DataSlice(sample_ids=tuple(args.lme_samples.split(","))), False),
+        ("locomo", "locomo", DataSlice(sample_ids=(args.locomo_sample,), sessions=(1, args.locomo_sessions)), True,
+         systems),
+        ("longmemeval", "longmemeval", DataSlice(sample_ids=tuple(args.lme_samples.split(","))), False, systems),
+        ("sample", "sample", DataSlice(), False, tuple(s for s in systems if s == "mem0")),
     ]
 
 
 def build(args: argparse.Namespace, models: Models) -> None:
-    systems = tuple(args.systems.split(","))
-    settings = {s: {"embedder": args.embedder} for s in systems} if args.embedder != "minilm" else {}
-    for name, data, data_slice, gold in parts(args):
+    for name, data, data_slice, gold, systems in parts(args):
+        if not systems:
+            continue
+        settings = {s: {"embedder": args.embedder} for s in systems} if args.embedder != "minilm" else {}
         began = time.time()
         request = BuildRequest(systems=systems, out=args.out / name, data=data, data_slice=data_slice, settings=settings,
                                per_kind=args.per_kind, natural=args.natural, gold=gold and args.natural,
