@@ -111,8 +111,11 @@ class Flow:
         """(op, error type) pairs to question, one group per pipeline stage, in execution order."""
         found: list[tuple[str, str]] = []
         if not self.formed:
-            first = self.losses[:2] or tuple(x for x in (_first_of(view, self.consumers, EXTRACTION),) if x)
-            found.extend((op, _loss_type(view, op)) for op in (*first, *self.drops[:1]))
+            # where the information was lost; the first extraction consumer only when no op is seen losing it
+            # (an op that carried it on is no suspect)
+            first = self.losses[:2] or self.drops[:1] or tuple(
+                x for x in (_first_of(view, self.consumers, EXTRACTION),) if x)
+            found.extend((op, _loss_type(view, op)) for op in first)
         changes = list(self.unit_losses[:2]) or (list(self.unit_changes[:1]) if not self.formed else [])
         found.extend((change.decider, change.error_type) for change in changes)
         if self.read_drop is not None and self.first_returned:

@@ -42,3 +42,14 @@ def test_an_injection_is_kept_only_when_the_information_no_longer_reaches_the_an
     assert not builder._decisive(GraphView(intact), QUESTION_OBJ, "Max", extraction)
     assert builder._decisive(GraphView(intact), QUESTION_OBJ, "Max", response)
     assert builder._decisive(GraphView(lost), QUESTION_OBJ, "Max", extraction)
+
+
+def test_an_injection_is_not_kept_when_an_earlier_op_had_lost_the_information_too(tmp_path) -> None:
+    from memtrace_opt.benchmarks.memtracebench.inject import Plan
+
+    builder = _Builder(BuildRequest(systems=("evermemos",), out=tmp_path, data="sample", embedder="hash"), None, None)
+    replayed = GraphView(build("evermemos", "extraction").graph)  # neither the episode (op:2) nor the event log (op:3) holds it
+    at_event_log = Plan("ExtractionError", "op:3", "evermemos.extract_event_log", 3, {"events": []}, "dropped")
+    at_episode = Plan("ExtractionError", "op:2", "evermemos.extract_episode", 2, {"episode": ""}, "dropped")
+    assert not builder._decisive(replayed, QUESTION_OBJ, "Max", at_event_log)
+    assert builder._decisive(replayed, QUESTION_OBJ, "Max", at_episode)
