@@ -156,11 +156,16 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     student = make_program(request.system, request.program_settings)
     train, val = make_examples(splits.train), make_examples(splits.val)
     test_cases = case_refs(make_examples(splits.test))
-    context = _warm_context(student, [*splits.train, *splits.val, *splits.test], models)
+    conversations = [*splits.train, *splits.val, *splits.test]
+    log.info("%s: memorizing %d conversation slices (questions: %s)", request.system, len(conversations),
+             splits.sizes())
+    context = _warm_context(student, conversations, models)
     tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system})
     baseline = tester.evaluate(student, test_cases).accuracy
+    log.info("%s: held-out accuracy before optimizing %.3f", request.system, baseline)
     rows: list[CompareRow] = []
     for name in request.optimizers:
+        log.info("%s: running %s (budget %d LM calls)", request.system, name, request.budget)
         started = time.perf_counter()
         meter = LMBudget(models.usage, None, METERED_ROLES)
         stopped, error, program, to_best = False, None, student, None
