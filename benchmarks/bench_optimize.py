@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--candidates", type=int, default=2)
     parser.add_argument("--minibatch", type=int, default=6)
+    parser.add_argument("--patience", type=int, default=2, help="rounds without an accepted change before stopping")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench-optimize"))
     args = parser.parse_args(argv)
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             data_slice=data_slice, train=args.train, val=args.val, test=args.test, per_split=args.per_split,
             optimizers=parse_optimizers(args.optimizers), budget=args.budget, attribution=args.attribution,
             loop=LoopSettings(max_rounds=args.rounds, num_candidates=args.candidates, minibatch_size=args.minibatch,
-                              patience=2, seed=args.seed),
+                              patience=args.patience, seed=args.seed),
             seed=args.seed,
         )
         summary = compare_optimizers(request, on_row=lambda row: print(row.to_dict(), flush=True))

@@ -105,7 +105,9 @@ def _clean(text: Any, limit: int) -> str:
 
 @dataclass
 class ReflectiveProposer:
-    """K calls of the reflection LM over `ProposeInstruction`, one per approach, each a distinct rollout.
+    """Calls of the reflection LM over `ProposeInstruction`, one per approach, each a distinct rollout, until K
+    usable instructions are found or `attempts_per_candidate * K` calls are spent (a small model often echoes
+    the current instruction: the slot goes to the next approach instead of being lost).
 
     `max_cases` blamed and correct cases are shown (each clipped to `case_chars`); replies shorter than
     `min_chars` or longer than `max_chars` are clipped or dropped."""
@@ -116,6 +118,7 @@ class ReflectiveProposer:
     min_chars: int = 20
     max_chars: int = 4000
     temperature: float = 0.7
+    attempts_per_candidate: int = 2
     predict: dspy.Predict = field(default_factory=lambda: dspy.Predict(ProposeInstruction))
 
     def propose(self, evidence: ProposalEvidence, k: int) -> list[str]:
@@ -128,7 +131,9 @@ class ReflectiveProposer:
             for i, e in enumerate(evidence.successes[: self.max_cases], 1)
         ) or "(none)"
         found: list[str] = []
-        for attempt in range(k):
+        for attempt in range(self.attempts_per_candidate * k):
+            if len(found) >= k:
+                break
             approach = APPROACHES[attempt % len(APPROACHES)]
             try:
                 with dspy.context(lm=self.lm) if self.lm is not None else contextlib.nullcontext():

@@ -78,4 +78,25 @@ def test_proposer_drops_echoes_and_duplicates():
     lm = fake_lm([Skill(("new_instruction",), lambda call: {"new_instruction": next(replies)})])
     with dspy.context(lm=lm):
         found = ReflectiveProposer().propose(ProposalEvidence("answer.predict", "rag.answer", current), 3)
-    assert found == ["Answer briefly from the context."]
+    assert found == ["Answer briefly from the context."]  # six attempts, the last three failing replies
+
+
+def test_proposer_gives_an_echoed_slot_to_the_next_approach():
+    import dspy
+
+    from memtrace_opt.optimizers import ProposalEvidence, ReflectiveProposer
+    from memtrace_opt.testing import Skill, fake_lm
+
+    current = "Answer the question from the context."
+    replies = iter([current, "Answer briefly from the context.", "Answer with a date when asked when."])
+    approaches = []
+
+    def reply(call):
+        approaches.append(call.inputs["approach"])
+        return {"new_instruction": next(replies)}
+
+    lm = fake_lm([Skill(("new_instruction",), reply)])
+    with dspy.context(lm=lm):
+        found = ReflectiveProposer().propose(ProposalEvidence("answer.predict", "rag.answer", current), 2)
+    assert found == ["Answer briefly from the context.", "Answer with a date when asked when."]
+    assert len(approaches) == 3 and len(set(approaches)) == 3
