@@ -84,6 +84,7 @@ class CompareRow:
     changed_predictors: list[str] = field(default_factory=list)
     error: str | None = None
     calls_to_best: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)  # our loop's rounds (blame, candidates, decisions)
 
     @property
     def delta(self) -> float | None:
@@ -128,7 +129,7 @@ def _warm_context(student: Any, conversations: Sequence[Any], models: Models) ->
 
 
 def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], val: list[Any], models: Models,
-          context: QAContext, metric: AnswerMetric) -> tuple[Any, int, int, bool, int]:
+          context: QAContext, metric: AnswerMetric) -> tuple[Any, int, int, bool, int, dict[str, Any]]:
     method = "blame_response" if name == "blame_response" else request.attribution
     settings = LoopSettings(**{**request.loop.to_dict(), "max_lm_calls": request.budget})
     optimizer = MemTraceOptimizer(
@@ -139,7 +140,8 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     program = optimizer.compile(student, trainset=train, valset=val)
     result = optimizer.result
     assert result is not None
-    return program, result.lm_calls, result.tokens, result.stop_reason == "budget", result.calls_to_best
+    details = {k: v for k, v in result.manifest_part().items() if k in ("baseline", "rounds")}
+    return program, result.lm_calls, result.tokens, result.stop_reason == "budget", result.calls_to_best, details
 
 
 def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
@@ -168,11 +170,11 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         log.info("%s: running %s (budget %d LM calls)", request.system, name, request.budget)
         started = time.perf_counter()
         meter = LMBudget(models.usage, None, METERED_ROLES)
-        stopped, error, program, to_best = False, None, student, None
+        stopped, error, program, to_best, details = False, None, student, None, {}
         try:
             if name in OURS:
-                program, calls, tokens, stopped, to_best = _ours(name, request, student, train, val, models, context,
-                                                                 metric)
+                program, calls, tokens, stopped, to_best, details = _ours(name, request, student, train, val, models,
+                                                                          context, metric)
             else:
                 run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
                                    context=context, seed=request.seed)
@@ -184,7 +186,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         accuracy = tester.evaluate(program, test_cases).accuracy if error is None else None
         before, after = instructions_of(student), instructions_of(program)
         row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
-                         sorted(k for k in before if before[k] != after.get(k)), error, to_best)
+                         sorted(k for k in before if before[k] != after.get(k)), error, to_best, details)
         rows.append(row)
         if on_row is not None:
             on_row(row)
