@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         sessions=(session_range.first, session_range.last) if session_range else None,
         categories=tuple(c for c in args.categories.split(",") if c) or None,
     )
-    tables = [f"# bench_optimize\n\ndata {args.data} (train {args.train}, val {args.val}, test {args.test}, "
+    shown = Path(args.data).name if Path(args.data).is_absolute() else args.data  # no machine paths in tables
+    tables = [f"# bench_optimize\n\ndata {shown} (train {args.train}, val {args.val}, test {args.test}, "
               f"sessions {args.sessions}, {args.per_split} questions per split), model {args.lm}, "
               f"budget {args.budget} LM calls, attribution {args.attribution}, metric: token rule\n"]
     for system in [s for s in args.systems.split(",") if s]:
