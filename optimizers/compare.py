@@ -170,7 +170,8 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         log.info("%s: running %s (budget %d LM calls)", request.system, name, request.budget)
         started = time.perf_counter()
         meter = LMBudget(models.usage, None, METERED_ROLES)
-        stopped, error, program, to_best, details = False, None, student, None, {}
+        stopped, error, program, to_best = False, None, student, None
+        details: dict[str, Any] = {}
         try:
             if name in OURS:
                 program, calls, tokens, stopped, to_best, details = _ours(name, request, student, train, val, models,
