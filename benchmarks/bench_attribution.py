@@ -10,9 +10,10 @@
    deletion faults) with every system: faults of each error type injected into questions the system got right and
    replayed, kept when the answer turns wrong (`source: injected`, the truth known); with --natural also the
    systems' own failures labelled by the lineage rules (silver labels).
-2. Runs every attribution method on every case (the scores of methods not asked for this time are kept when
-   results.json under --out holds the same cases, so methods can be scored in separate runs) (the task model replays for `counterfactual`; the attributor
-   model answers the LM methods' questions) and scores the verdicts against the labels.
+2. Runs every attribution method on every case (the task model replays for `counterfactual`; the attributor
+   model answers the LM methods' questions) and scores the verdicts against the labels. Scores of methods not
+   asked for this time stay in the table when results.json under --out holds the same cases, so methods can
+   be scored in separate runs.
 3. Prints, per method: cases, error-type and op-level accuracy on the injected cases (and on all), median and
    total LM calls, tokens and seconds per case; then the targets: graphtrace >= 90% op-level and >= 95%
    error-type accuracy on injected cases, every baseline beaten by >= 20 points op-level, median <= 8 LM calls

@@ -32,6 +32,7 @@ from memtrace_opt.attribution import (
 )
 from memtrace_opt.attribution._flow import Flow
 from memtrace_opt.attribution._graph import value_parts
+from memtrace_opt.attribution._types import action_field, action_unit
 
 __all__ = ["Plan", "plan_injections", "INJECTABLE"]
 
@@ -125,22 +126,9 @@ def _retrieval(view: GraphView, flow: Flow, holds: Holds) -> list[Plan]:
     return [p for p in plans if p is not None]
 
 
-def _action_field(outputs: Any) -> str | None:
-    if not isinstance(outputs, Mapping):
-        return None
-    for key, value in outputs.items():
-        if isinstance(value, list) and any(isinstance(v, Mapping) and "event" in v for v in value):
-            return key
-    return None
-
-
 def _shown(view: GraphView, op: str, unit_id: str) -> bool:
     """Whether the decision op was shown (a version of) the unit: it can only act on units it saw."""
     return any(view.is_mem(n) and view.unit_id(n) == unit_id for n in view.inputs(op))
-
-
-def _unit_ref(action: Mapping[str, Any]) -> Any:
-    return action.get("unit_id", action.get("id"))
 
 
 def _skipped_write(view: GraphView, flow: Flow, holds: Holds) -> Plan | None:
@@ -158,13 +146,13 @@ def _skipped_write(view: GraphView, flow: Flow, holds: Holds) -> Plan | None:
         writers = view.producers(chain[entry])
         decider = view.decider(writers[0]) if writers else None
         outputs = view.attrs(decider).get("outputs") if decider and decider != writers[0] else None
-        key = _action_field(outputs)
+        key = action_field(outputs)
         if decider is None or key is None or _writes(view, decider):
             continue
         actions = list(outputs[key])  # type: ignore[index]
         event = "ADD" if entry == 0 else "UPDATE"
         index = next((i for i, a in enumerate(actions) if isinstance(a, Mapping) and a.get("event") == event
-                      and holds(str(a.get("text", ""))) and (event == "ADD" or _unit_ref(a) == unit_id)), None)
+                      and holds(str(a.get("text", ""))) and (event == "ADD" or action_unit(a) == unit_id)), None)
         if index is None:
             continue
         kept = actions[:index] + actions[index + 1 :]
@@ -178,12 +166,12 @@ def _decision(view: GraphView, flow: Flow, holds: Holds, error_type: str) -> Pla
         created = view.written_at(unit)
         unit_id = view.unit_id(unit)
         deciders = [op for op in view.ops if created < view.seq(op) < flow.question_seq and not _writes(view, op)
-                    and _action_field(view.attrs(op).get("outputs")) and _shown(view, op, unit_id)]
+                    and action_field(view.attrs(op).get("outputs")) and _shown(view, op, unit_id)]
         if not deciders:
             continue
         op = deciders[0]
         outputs = view.attrs(op)["outputs"]
-        key = _action_field(outputs)
+        key = action_field(outputs)
         assert key is not None
         actions = list(outputs[key])
         if error_type == DELETION:

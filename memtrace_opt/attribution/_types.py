@@ -39,6 +39,8 @@ __all__ = [
     "FailedCase",
     "Verdict",
     "error_type_for_op",
+    "action_field",
+    "action_unit",
 ]
 
 EXTRACTION = "ExtractionError"
@@ -80,6 +82,22 @@ _UPDATE_WORDS = ("UPDATE",)
 def _mentions(value: Any, words: tuple[str, ...]) -> bool:
     text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
     return any(f'"{w}"' in text or f"'{w}'" in text or text.strip() == w for w in words)
+
+
+def action_field(outputs: Any) -> str | None:
+    """The key of an update decision's action list in its outputs (a list of `{event, unit_id, text}`
+    records, e.g. Mem0's `memory_actions`), or None."""
+    if not isinstance(outputs, Mapping):
+        return None
+    for key, value in outputs.items():
+        if isinstance(value, list) and any(isinstance(v, Mapping) and "event" in v for v in value):
+            return key
+    return None
+
+
+def action_unit(action: Mapping[str, Any]) -> Any:
+    """The unit an action names (`unit_id`, or `id` as a decision LM writes it), or None."""
+    return action.get("unit_id") or action.get("id")
 
 
 def error_type_for_op(op_name: str | None, outputs: Any = None) -> str | None:

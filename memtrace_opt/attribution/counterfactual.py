@@ -41,6 +41,8 @@ from memtrace_opt.attribution._types import (
     UPDATE,
     FailedCase,
     Verdict,
+    action_field,
+    action_unit,
     error_type_for_op,
 )
 from memtrace_opt.attribution.graphtrace import GraphTraceAttributor, candidates
@@ -227,7 +229,7 @@ def _keep_units(flow: Flow, outputs: Mapping[str, Any], view: GraphView) -> dict
         for item in value:
             if isinstance(item, Mapping):
                 event = str(item.get("event") or item.get("action") or "").upper()
-                target = str(item.get("unit_id") or item.get("id") or "")
+                target = str(action_unit(item) or "")
                 if event in ("UPDATE", "DELETE") and target in lost:
                     item = {**item, "event": "NONE"}
                     changed = True
@@ -240,8 +242,8 @@ def _keep_units(flow: Flow, outputs: Mapping[str, Any], view: GraphView) -> dict
 def _add_writes(view: GraphView, flow: Flow, op: str, outputs: Mapping[str, Any]) -> dict[str, Any] | None:
     """An update decision that skipped a needed write: an ADD of each input fact holding the information."""
     recorded = view.attrs(op).get("inputs")
-    key = next((k for k, v in outputs.items() if isinstance(v, list) and v and all(isinstance(a, Mapping) and "event" in a for a in v)), None)
-    key = key or next((k for k, v in outputs.items() if k.endswith("actions") and isinstance(v, list)), None)
+    # an empty action list (the decision wrote nothing) is still found by its name
+    key = action_field(outputs) or next((k for k, v in outputs.items() if k.endswith("actions") and isinstance(v, list)), None)
     if key is None or not isinstance(recorded, Mapping):
         return None
     facts = [f for v in recorded.values() if isinstance(v, list) for f in v if isinstance(f, str) and flow.needed.holds(f)]
