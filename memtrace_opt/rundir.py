@@ -30,7 +30,7 @@ from memtrace_opt.errors import MemtraceError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "read_jsonl", "safe_name", "write_json", "versions"]
+__all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "read_jsonl", "append_jsonl", "safe_name", "write_json", "versions"]
 
 SCHEMA_VERSION = 1
 
@@ -59,6 +59,21 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
                 break
             raise MemtraceError(f"{path}: line {number} is not valid JSON ({error.msg})") from error
     return rows
+
+
+def append_jsonl(path: Path, line: str) -> None:
+    """Append one JSON line and flush. A partial last line left by a crash mid-write (which `read_jsonl` skips)
+    is cut first, so the new line cannot be glued onto it."""
+    with path.open("a+b") as handle:
+        size = handle.seek(0, 2)
+        if size:
+            handle.seek(size - 1)
+            if handle.read(1) != b"\n":
+                handle.seek(0)
+                data = handle.read()
+                handle.truncate(data.rfind(b"\n") + 1)
+        handle.write(line.encode("utf-8") + b"\n")
+        handle.flush()
 
 
 def safe_name(sample_id: str) -> str:
@@ -221,9 +236,8 @@ class RunDir:
 
     def append_case(self, case: CaseRecord) -> None:
         line = json.dumps(case.to_dict(), sort_keys=True, ensure_ascii=False)
-        with self._lock, self.cases_path.open("a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
-            handle.flush()
+        with self._lock:
+            append_jsonl(self.cases_path, line)
 
     def read_cases(self) -> list[CaseRecord]:
         return [CaseRecord.from_dict(row) for row in read_jsonl(self.cases_path)]

@@ -8,6 +8,7 @@ Verdicts go to `<bench>/eval/<method>.jsonl` and the scores to `<bench>/eval/res
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -25,13 +26,15 @@ from memtrace_opt.attribution import (
     Verdict,
     attribute_cases,
 )
-from memtrace_opt.attribution.runs import verdict_line
+from memtrace_opt.attribution.runs import append_verdict, latest, read_verdicts, verdict_line
 from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, BenchCase
 from memtrace_opt.benchmarks.memtracebench.build import CASES_FILE
 from memtrace_opt.errors import MemtraceError
 
 __all__ = ["Score", "MethodScore", "load_bench", "score_verdicts", "eval_bench", "bench_replay_provider", "score_tables",
            "confusion_table"]
+
+log = logging.getLogger(__name__)
 
 
 def load_bench(path: str | Path) -> tuple[Path, list[BenchCase]]:
@@ -179,11 +182,16 @@ def eval_bench(
     num_threads: int = 1,
     task_lm: Any = None,
     case_ids: Iterable[str] | None = None,
+    fresh: bool = False,
 ) -> list[MethodScore]:
     """Run each method on the bench's cases and score it; writes `eval/<method>.jsonl` and `eval/results.json`.
     `lm` is the attributor model; `task_lm` the model the systems run on when `counterfactual` replays
     (see `bench_replay_provider`; None = the LM in context). `case_ids` keeps only those cases, `limit` the
-    first N."""
+    first N.
+
+    Resumable: each verdict is appended to `eval/<method>.jsonl` as its case ends, and a case that already has
+    a verdict (without `error`) from the method is not attributed again; `fresh` starts the method over.
+    Building a bench into the directory again removes `eval/`, so verdicts never outlive their cases."""
     root, cases = load_bench(bench)
     if case_ids is not None:
         keep = set(case_ids)
@@ -194,21 +202,40 @@ def eval_bench(
     out.mkdir(parents=True, exist_ok=True)
     scores = []
     for method in methods:
-        def tick(done: int, total: int, verdict: Verdict, method: str = method) -> None:
-            if progress is not None:
-                progress(method, done, total)
+        path = out / f"{method}.jsonl"
+        if fresh:
+            path.unlink(missing_ok=True)
+        wanted = {c.case_id for c in cases}
+        done = {cid: v for cid, v in latest(read_verdicts(path), method).items() if v.error is None and cid in wanted}
+        if done:
+            log.info("%s: %d of %d cases already attributed (kept; --fresh to redo them)", method, len(done), len(cases))
+        todo = [c for c in cases if c.case_id not in done]
 
-        failed = [c.failed_case(root) for c in cases]
+        def tick(count: int, total: int, verdict: Verdict, method: str = method, path: Path = path,
+                 before: int = len(done)) -> None:
+            append_verdict(path, verdict)  # one line per case as it ends: a stopped eval keeps its verdicts
+            if progress is not None:
+                progress(method, before + count, before + total)
+
         options: dict[str, Any] = {}
         if method == "counterfactual":
             options["replay_provider"] = bench_replay_provider(root, cases, task_lm)
-        verdicts = attribute_cases(failed, method, lm=lm, config=config, progress=tick, num_threads=num_threads,
-                                   **options)
-        (out / f"{method}.jsonl").write_text("".join(verdict_line(v) + "\n" for v in verdicts), encoding="utf-8")
+        new = attribute_cases([c.failed_case(root) for c in todo], method, lm=lm, config=config, progress=tick,
+                              num_threads=num_threads, **options)
+        found = {**done, **{v.case_id: v for v in new}}
+        verdicts = [found[c.case_id] for c in cases if c.case_id in found]
+        _rewrite(path, verdicts)
         scores.append(score_verdicts(method, cases, verdicts))
     results = {"schema_version": BENCH_SCHEMA_VERSION, "cases": len(cases), "methods": [s.to_dict() for s in scores]}
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return scores
+
+
+def _rewrite(path: Path, verdicts: Sequence[Verdict]) -> None:
+    """The method's final verdicts, one per case in bench order, in place of the appended lines."""
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(verdict_line(v) + "\n" for v in verdicts), encoding="utf-8")
+    tmp.replace(path)
 
 
 def _pct(score: Score, hits: int) -> str:

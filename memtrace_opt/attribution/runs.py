@@ -20,7 +20,7 @@ from rich.table import Table
 from memtrace_opt.attribution._types import ERROR_TYPES, FailedCase, Verdict
 from memtrace_opt.attribution.protocol import AttributionConfig, ProgressFn, attribute_cases, get_attributor
 from memtrace_opt.errors import MemtraceError
-from memtrace_opt.rundir import read_jsonl
+from memtrace_opt.rundir import append_jsonl, read_jsonl
 
 __all__ = [
     "VERDICT_SCHEMA_VERSION",
@@ -29,6 +29,7 @@ __all__ = [
     "failed_cases",
     "read_verdicts",
     "append_verdict",
+    "latest",
     "run_replay_provider",
     "recorded_conversations",
     "summary_tables",
@@ -87,9 +88,8 @@ _APPEND_LOCK = threading.Lock()
 
 def append_verdict(path: str | Path, verdict: Verdict) -> None:
     """Append one verdict line and flush (a crash keeps every verdict written before it)."""
-    with _APPEND_LOCK, Path(path).open("a", encoding="utf-8") as handle:
-        handle.write(verdict_line(verdict) + "\n")
-        handle.flush()
+    with _APPEND_LOCK:
+        append_jsonl(Path(path), verdict_line(verdict))
 
 
 def latest(verdicts: Iterable[Verdict], method: str | None = None) -> dict[str, Verdict]:

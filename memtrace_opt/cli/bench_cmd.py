@@ -86,6 +86,7 @@ def bench_eval_impl(
     threads: int = 1,
     progress: bool = True,
     models: Any = None,
+    fresh: bool = False,
 ) -> Any:
     """Score attribution methods on the benchmark in `bench`; print accuracy, cost and confusion tables."""
     from memtrace_opt.attribution import AttributionConfig, method_names
@@ -107,7 +108,7 @@ def bench_eval_impl(
             out_console.log(f"{method}: {done}/{total}")
 
     scores = eval_bench(bench, methods, lm=lm, config=AttributionConfig(embedder=embedder, max_lm_calls=max_calls),
-                        limit=limit, progress=tick, num_threads=threads, task_lm=task_lm)
+                        limit=limit, progress=tick, num_threads=threads, task_lm=task_lm, fresh=fresh)
     for table in score_tables(scores):
         out_console.print(table)
     for score in scores:
@@ -153,12 +154,14 @@ def bench_eval_command(
     max_calls: Annotated[int, typer.Option(help="LM calls per case at most (graphtrace).")] = 8,
     limit: Annotated[Optional[int], typer.Option(help="Score the first N cases only.")] = None,  # noqa: UP045
     threads: Annotated[int, typer.Option(help="Cases attributed in parallel.")] = 1,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Attribute every case again (default: resume).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
     *,
     roles: ModelRoles,
     config: Path | None,
 ) -> None:
     """Score attribution methods on MemTraceBench: type and op accuracy (overall, by system), a confusion
-    matrix, cost per case. Verdicts and scores go to BENCH/eval/."""
+    matrix, cost per case. Verdicts and scores go to BENCH/eval/; each verdict is written as its case ends, and
+    a stopped eval resumes where it stopped (--fresh starts over, e.g. with another attributor model)."""
     bench_eval_impl(bench, list(method or ["lineage"]), roles=roles, embedder=embedder, max_calls=max_calls,
-                    limit=limit, threads=threads, progress=not quiet)
+                    limit=limit, threads=threads, progress=not quiet, fresh=fresh)

@@ -154,3 +154,50 @@ def test_bench_build_command_keeps_the_slice(tmp_path) -> None:
     assert manifest["request"]["slice"]["sessions"] == [1, 2] and manifest["request"]["slice"]["limit"] == 3
     _, cases = load_bench(out)
     assert len({c.question_id for c in cases}) <= 3
+
+
+def test_a_stopped_eval_keeps_its_verdicts_and_resumes_where_it_stopped(bench, tmp_path) -> None:
+    import shutil
+
+    root = tmp_path / "b"
+    shutil.copytree(bench.out, root)
+    shutil.rmtree(root / "eval", ignore_errors=True)
+    config = AttributionConfig(embedder="hash")
+    seen: list[int] = []
+
+    def stop_after_two(method: str, done: int, total: int) -> None:
+        seen.append(done)
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        eval_bench(root, ["lineage"], config=config, progress=stop_after_two)
+    path = root / "eval" / "lineage.jsonl"
+    assert len(path.read_text().splitlines()) == 2  # written as each case ended
+    with path.open("a") as handle:
+        handle.write('{"case_id": "half a li')  # and a crash in the middle of the third line
+
+    seen.clear()
+    [resumed] = eval_bench(root, ["lineage"], config=config, progress=lambda m, done, total: seen.append(done))
+    assert seen == list(range(3, bench.cases + 1))  # the two finished cases were not attributed again
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["case_id"] for line in lines] == [c.case_id for c in load_bench(root)[1]]
+    [fresh] = eval_bench(bench.out, ["lineage"], config=config, fresh=True)
+    assert (resumed.overall, resumed.confusion) == (fresh.overall, fresh.confusion)
+
+
+def test_a_fresh_eval_redoes_every_case_and_a_rebuild_drops_old_verdicts(bench, tmp_path) -> None:
+    import shutil
+
+    from memtrace_opt.benchmarks.memtracebench.build import _write
+
+    root = tmp_path / "b"
+    shutil.copytree(bench.out, root)
+    config = AttributionConfig(embedder="hash")
+    eval_bench(root, ["lineage"], config=config)
+    seen: list[int] = []
+    eval_bench(root, ["lineage"], config=config, fresh=True, progress=lambda m, done, total: seen.append(done))
+    assert len(seen) == bench.cases
+    request = BuildRequest(systems=("mem0",), out=root, data="sample", embedder="hash")
+    _write(root, load_bench(root)[1][:1], request, 0.0)
+    assert not (root / "eval").exists()
