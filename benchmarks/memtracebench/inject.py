@@ -6,7 +6,7 @@ information it needed, one plan per error type the system's shape allows.
 | ExtractionError | the first LM-backed write op that carried the information (else any carrier) | items/sentences holding it removed |
 | UpdateError | the update decision (an op whose outputs are `{event, unit_id, text}` actions) whose ADD or UPDATE brought the information into the unit that holds it at question time | that action dropped: a needed update skipped |
 | UpdateError | else a later update decision that was shown the unit holding it | an UPDATE of that unit, with text that lacks it |
-| DeletionError | the same kind of op | a DELETE of that unit |
+| DeletionError | the update decisions shown live units that hold it, the one shown the most first (two plans at most) | DELETEs of those units |
 | RetrievalError | the question's first retrieval op, else its last merge/rerank | the returned units holding it removed |
 | ResponseError | the answer op | a wrong answer |
 
@@ -161,31 +161,59 @@ def _skipped_write(view: GraphView, flow: Flow, holds: Holds) -> Plan | None:
     return None
 
 
-def _decision(view: GraphView, flow: Flow, holds: Holds, error_type: str) -> Plan | None:
+def _deciders(view: GraphView, flow: Flow, unit: str) -> list[str]:
+    """Update decisions after the unit's live version was written and before the question that were shown it
+    (nothing rewrites the unit after them)."""
+    created, unit_id = view.written_at(unit), view.unit_id(unit)
+    return [op for op in view.ops if created < view.seq(op) < flow.question_seq and not _writes(view, op)
+            and action_field(view.attrs(op).get("outputs")) and _shown(view, op, unit_id)]
+
+
+def _overwrite(view: GraphView, flow: Flow, holds: Holds) -> Plan | None:
     for unit in flow.live:
-        created = view.written_at(unit)
-        unit_id = view.unit_id(unit)
-        deciders = [op for op in view.ops if created < view.seq(op) < flow.question_seq and not _writes(view, op)
-                    and action_field(view.attrs(op).get("outputs")) and _shown(view, op, unit_id)]
+        deciders = _deciders(view, flow, unit)
         if not deciders:
             continue
-        op = deciders[0]
-        outputs = view.attrs(op)["outputs"]
-        key = action_field(outputs)
+        op, unit_id = deciders[0], view.unit_id(unit)
+        key = action_field(view.attrs(op)["outputs"])
         assert key is not None
-        actions = list(outputs[key])
-        if error_type == DELETION:
-            extra = {"event": "DELETE", "unit_id": unit_id, "text": view.text(unit)}
-            how = f"added a DELETE of {unit_id}, which held the needed information"
-        else:
-            stripped = _strip(view.text(unit), holds) or next(
-                (str(a.get("text")) for a in actions if a.get("text") and not holds(str(a.get("text")))), "")
-            if not stripped:
-                continue
-            extra = {"event": "UPDATE", "unit_id": unit_id, "text": stripped}
-            how = f"added an UPDATE of {unit_id} that overwrites the needed information"
-        return Plan(error_type, op, view.op_name(op), view.seq(op), {key: [*actions, extra]}, how)
+        actions = list(view.attrs(op)["outputs"][key])
+        stripped = _strip(view.text(unit), holds) or next(
+            (str(a.get("text")) for a in actions if a.get("text") and not holds(str(a.get("text")))), "")
+        if not stripped:
+            continue
+        extra = {"event": "UPDATE", "unit_id": unit_id, "text": stripped}
+        how = f"added an UPDATE of {unit_id} that overwrites the needed information"
+        return Plan(UPDATE, op, view.op_name(op), view.seq(op), {key: [*actions, extra]}, how)
     return None
+
+
+def _deletions(view: GraphView, flow: Flow, holds: Holds) -> list[Plan]:
+    """A decision that deletes every unit it was shown in a version holding the information (of the units
+    live at question time: a memory system keeps a fact in several units, so deleting one of them seldom
+    loses it); the decision shown the most such units first, then the earlier."""
+    shown: dict[str, dict[str, str]] = {}  # decision op -> unit id -> the version it was shown
+    for unit in flow.live:
+        unit_id = view.unit_id(unit)
+        chain = view.units.get(unit_id, [unit])
+        for version in chain[: chain.index(unit) + 1] if unit in chain else [unit]:
+            if not holds(view.text(version)):
+                continue
+            for op in view.consumers(version):
+                if (view.seq(op) < flow.question_seq and not _writes(view, op)
+                        and action_field(view.attrs(op).get("outputs"))):
+                    shown.setdefault(op, {}).setdefault(unit_id, version)
+    plans = []
+    for op in sorted(shown, key=lambda o: (-len(shown[o]), view.seq(o)))[:2]:
+        key = action_field(view.attrs(op)["outputs"])
+        assert key is not None
+        doomed = shown[op]
+        actions = [a for a in view.attrs(op)["outputs"][key]
+                   if not (isinstance(a, Mapping) and action_unit(a) in doomed)]
+        deletes = [{"event": "DELETE", "unit_id": uid, "text": view.text(v)} for uid, v in doomed.items()]
+        how = f"added a DELETE of {', '.join(doomed)}, which held the needed information"
+        plans.append(Plan(DELETION, op, view.op_name(op), view.seq(op), {key: [*actions, *deletes]}, how))
+    return plans
 
 
 def _response(view: GraphView, flow: Flow, abstention: bool, distractor: str | None) -> Plan | None:
@@ -204,7 +232,8 @@ def plan_injections(
 ) -> list[Plan]:
     """Plans for the question `flow` follows, by error type in `kinds` order: for extraction one per op that
     carried the information (LM-backed first), for retrieval the first retrieval op then the last one that
-    passes units on, for update a skipped write then an overwrite, for the others at most one."""
+    passes units on, for update a skipped write then an overwrite, for deletion up to two deciding ops, for the others at most
+    one."""
     holds: Holds = flow.needed.holds
     plans: list[Plan | None] = []
     for kind in kinds:
@@ -213,9 +242,9 @@ def plan_injections(
         elif kind == RETRIEVAL:
             plans.extend(_retrieval(view, flow, holds))
         elif kind == UPDATE:
-            plans += [_skipped_write(view, flow, holds), _decision(view, flow, holds, kind)]
+            plans += [_skipped_write(view, flow, holds), _overwrite(view, flow, holds)]
         elif kind == DELETION:
-            plans.append(_decision(view, flow, holds, kind))
+            plans.extend(_deletions(view, flow, holds))
         elif kind == RESPONSE:
             plans.append(_response(view, flow, abstention, distractor))
     return [p for p in plans if p is not None]

@@ -53,3 +53,32 @@ def test_an_injection_is_not_kept_when_an_earlier_op_had_lost_the_information_to
     at_episode = Plan("ExtractionError", "op:2", "evermemos.extract_episode", 2, {"episode": ""}, "dropped")
     assert not builder._decisive(replayed, QUESTION_OBJ, "Max", at_event_log)
     assert builder._decisive(replayed, QUESTION_OBJ, "Max", at_episode)
+
+
+def test_a_deletion_deletes_every_unit_holding_the_fact_that_the_decision_was_shown() -> None:
+    from attr_graphs import FACT_DOG, SESSION1, SESSION2, GraphBuilder, mem_list, turns
+
+    b = GraphBuilder("mem0")
+    facts = [FACT_DOG, "Alice's puppy Biscuit is a beagle", "Bob is learning the violin"]
+    _, f = b.op("mem0.extract_facts", turns(SESSION1), {"facts": facts}, predictor="extract_facts.predict")
+    _, d = b.op("mem0.update_decision", [f["facts"]], {"decisions": [{"event": "ADD", "text": x} for x in facts]},
+                predictor="update_decision.predict")
+    _, m = b.op("mem0.apply", [d["decisions"]], mems=[(f"fact-{i + 1}", 1, x, False) for i, x in enumerate(facts)])
+    _, f2 = b.op("mem0.extract_facts", turns(SESSION2), {"facts": ["Alice's dog chewed her shoes"]},
+                 predictor="extract_facts.predict")
+    shown = [m["fact-1"], m["fact-2"], m["fact-3"]]
+    _, s2 = b.op("mem0.search_similar", [f2["facts"], *shown], {"similar": mem_list(b.graph, shown)})
+    keep = {"event": "NONE", "unit_id": "fact-3", "text": facts[2]}
+    update = {"event": "UPDATE", "unit_id": "fact-1", "text": "Alice's dog Biscuit chewed her shoes"}
+    decide, _ = b.op("mem0.update_decision", [*shown, f2["facts"], s2["similar"]], {"decisions": [update, keep]},
+                     predictor="update_decision.predict")
+    q = b.question()
+    _, r = b.op("mem0.retrieve", [q, m["fact-1"], m["fact-2"]], {"memories": mem_list(b.graph, [m["fact-1"], m["fact-2"]])})
+    b.op("mem0.answer", [q, r["memories"]], {"answer": GOLD}, predictor="answer.predict", answer_of=QID)
+
+    [plan] = plan_injections(GraphView(b.graph), _flow(b.graph), ["DeletionError"])
+    assert (plan.error_type, plan.op_id) == ("DeletionError", decide)
+    forced = plan.forced["decisions"]
+    # both holders of "Biscuit" deleted; the decision's own action on one of them replaced, the other kept
+    assert sorted(a["unit_id"] for a in forced if a["event"] == "DELETE") == ["fact-1", "fact-2"]
+    assert keep in forced and update not in forced
