@@ -12,6 +12,7 @@ Contract of an `InstructionProposer`:
 from __future__ import annotations
 
 import contextlib
+import difflib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,12 +20,14 @@ from typing import Any, Protocol
 
 import dspy
 
-__all__ = ["OpEvidence", "ProposalEvidence", "InstructionProposer", "ReflectiveProposer", "ProposeInstruction"]
+__all__ = ["OpEvidence", "ProposalEvidence", "InstructionProposer", "ReflectiveProposer", "ProposeInstruction",
+           "ProposeRule"]
 
 log = logging.getLogger(__name__)
 
+ADD_RULES = "Keep the current instruction and add one or two precise rules that would have prevented these failures."
 APPROACHES = (
-    "Keep the current instruction and add one or two precise rules that would have prevented these failures.",
+    ADD_RULES,  # asked as `ProposeRule`: the model writes only the rules, the code appends them
     "Rewrite the instruction from scratch so that it handles the failures and keeps the correct cases working.",
     "Keep the current instruction, and make it explicit about the mistake the failures show, with a short "
     "example of the right behaviour (invent the names in it).",
@@ -85,6 +88,21 @@ class ProposeInstruction(dspy.Signature):
     new_instruction: str = dspy.OutputField(desc="the complete new instruction text")
 
 
+class ProposeRule(dspy.Signature):
+    """You improve the instruction of one step of an LLM memory pipeline (a system that memorizes long
+    conversations and answers questions about them). Failure attribution found this step to be the root
+    cause of the failed cases below. Write one or two short rules, as imperative sentences, that added to the
+    current instruction would have prevented these failures without breaking the correct cases. Name the
+    mistake the failures show; do not repeat the current instruction and do not describe new fields. Write
+    only the new rules, nothing else."""
+
+    step: str = dspy.InputField(desc="the pipeline step whose instruction you extend")
+    current_instruction: str = dspy.InputField()
+    failed_cases: str = dspy.InputField(desc="cases this step got wrong: its input, its output, why it was blamed")
+    correct_cases: str = dspy.InputField(desc="cases this step handled correctly; keep them working")
+    rules: str = dspy.OutputField(desc="one or two short rules to add to the instruction")
+
+
 def _same(a: str, b: str) -> bool:
     """Equal up to whitespace and case (a small model often echoes the instruction re-wrapped)."""
     return " ".join(a.lower().split()) == " ".join(b.lower().split())
@@ -95,19 +113,41 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
+def _near(a: str, b: str, words: int = 2) -> bool:
+    """Equal but for at most `words` words changed, added or removed (a small model's echo, re-wrapped or with
+    a word changed)."""
+    matcher = difflib.SequenceMatcher(None, a.lower().split(), b.lower().split(), autojunk=False)
+    changed = sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
+    return changed <= words
+
+
 def _clean(text: Any, limit: int) -> str:
     value = str(text or "").strip().strip("`").strip()
-    for prefix in ("new instruction:", "instruction:"):
+    for prefix in ("new instruction:", "instruction:", "rules:", "rule:"):
         if value.lower().startswith(prefix):
             value = value[len(prefix):].strip()
+    for approach in APPROACHES:  # a small model sometimes copies the approach it was given into its reply
+        value = value.replace(approach, "")
     return value[:limit].strip()
+
+
+def _with_rules(current: str, rules: str) -> str:
+    """The current instruction with the rules appended; a reply that repeats the instruction first keeps
+    only what follows it."""
+    words, head = rules.split(), current.split()
+    if len(words) > len(head) and [w.lower() for w in words[: len(head)]] == [w.lower() for w in head]:
+        rules = " ".join(words[len(head):])
+    return f"{current.rstrip()}\n{rules.strip()}" if rules.strip() else current
 
 
 @dataclass
 class ReflectiveProposer:
-    """Calls of the reflection LM over `ProposeInstruction`, one per approach, each a distinct rollout, until K
-    usable instructions are found or `attempts_per_candidate * K` calls are spent (a small model often echoes
-    the current instruction: the slot goes to the next approach instead of being lost).
+    """Calls of the reflection LM, one per approach, each a distinct rollout, until K usable instructions are
+    found or `attempts_per_candidate * K` calls are spent (a small model often echoes the current instruction:
+    the slot goes to the next approach instead of being lost). The first approach, adding rules, asks only for
+    the rules (`ProposeRule`) and appends them: asked for a whole instruction, a small model mostly returns the
+    current one re-worded; the others ask for the complete instruction (`ProposeInstruction`). A reply equal to
+    the current instruction but for a word or two counts as an echo.
 
     `max_cases` blamed and correct cases are shown (each clipped to `case_chars`); replies shorter than
     `min_chars` or longer than `max_chars` are clipped or dropped."""
@@ -119,7 +159,9 @@ class ReflectiveProposer:
     max_chars: int = 4000
     temperature: float = 0.7
     attempts_per_candidate: int = 2
+    min_rule_chars: int = 12
     predict: dspy.Predict = field(default_factory=lambda: dspy.Predict(ProposeInstruction))
+    add_rules: dspy.Predict = field(default_factory=lambda: dspy.Predict(ProposeRule))
 
     def propose(self, evidence: ProposalEvidence, k: int) -> list[str]:
         failed = "\n\n".join(
@@ -135,23 +177,25 @@ class ReflectiveProposer:
             if len(found) >= k:
                 break
             approach = APPROACHES[attempt % len(APPROACHES)]
+            config = {"rollout_id": attempt, "temperature": self.temperature} if attempt else {}
+            step = f"{evidence.op_name} (predictor {evidence.predictor})"
             try:
                 with dspy.context(lm=self.lm) if self.lm is not None else contextlib.nullcontext():
-                    reply = self.predict(
-                        step=f"{evidence.op_name} (predictor {evidence.predictor})",
-                        current_instruction=evidence.instruction,
-                        failed_cases=failed,
-                        correct_cases=correct,
-                        approach=approach,
-                        config=({"rollout_id": attempt, "temperature": self.temperature} if attempt else {}),
-                    )
+                    if approach == ADD_RULES:
+                        reply = self.add_rules(step=step, current_instruction=evidence.instruction,
+                                               failed_cases=failed, correct_cases=correct, config=config)
+                        rules = _clean(getattr(reply, "rules", ""), self.max_chars)
+                        text = _with_rules(evidence.instruction, rules) if len(rules) >= self.min_rule_chars else ""
+                    else:
+                        reply = self.predict(step=step, current_instruction=evidence.instruction, failed_cases=failed,
+                                             correct_cases=correct, approach=approach, config=config)
+                        text = _clean(getattr(reply, "new_instruction", ""), self.max_chars)
             except Exception as error:  # noqa: BLE001 - a bad reply costs one candidate, not the round
                 log.warning("proposal %d for %s failed: %s", attempt, evidence.predictor, error)
                 continue
-            text = _clean(getattr(reply, "new_instruction", ""), self.max_chars)
-            if len(text) < self.min_chars or _same(text, evidence.instruction) or any(_same(text, f) for f in found):
+            if (len(text) < self.min_chars or _near(text, evidence.instruction)
+                    or any(_same(text, f) for f in found)):
                 log.info("proposal %d for %s dropped (empty, unchanged or a duplicate)", attempt, evidence.predictor)
                 continue
             found.append(text)
         return found
-

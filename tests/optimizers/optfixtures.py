@@ -17,17 +17,24 @@ BAD_EXTRACT = (
     "speakers, one short sentence each, naming the person."
 )
 FIX = " Keep every date, resolved to an absolute date."
+FIXED = BAD_EXTRACT + "\n" + FIX.strip()  # what our loop makes of it: the rule appended on a line of its own
 
 
 def reflect(call: FakeCall) -> dict:
-    """The fake reflection LM: our first approach (and GEPA's proposer, which names no approach) appends the
-    fix; the other approaches write a useless instruction."""
+    """The fake reflection LM: asked for a whole instruction, GEPA's proposer (which names no approach) and
+    our add-rules approach append the fix; the other approaches write a useless instruction."""
     current = call.inputs.get("current_instruction", "")
     if call.inputs.get("approach", "Keep the current instruction and add").startswith("Keep the current instruction and add"):
         return {"new_instruction": current + FIX}
     return {"new_instruction": "Write short notes about the people. Skip anything about time."}
 
 
-def make_models(reflection=reflect) -> tuple[Models, FakeEngine]:
-    engine = FakeEngine(skills=[Skill(("new_instruction",), reflection, name="reflect"), *default_skills()])
+def add_rules(call: FakeCall) -> dict:
+    """The fake reflection LM asked only for rules (our first approach): the fix."""
+    return {"rules": FIX.strip()}
+
+
+def make_models(reflection=reflect, rules=add_rules) -> tuple[Models, FakeEngine]:
+    engine = FakeEngine(skills=[Skill(("new_instruction",), reflection, name="reflect"),
+                                Skill(("rules",), rules, name="add-rules"), *default_skills()])
     return Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine), engine

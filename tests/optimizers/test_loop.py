@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from optfixtures import ANSWER, BAD_EXTRACT, DECIDE, EXTRACT, FIX, make_models
+from optfixtures import ANSWER, BAD_EXTRACT, DECIDE, EXTRACT, FIXED, make_models
 
 from memtrace_opt.optimizers import LoopSettings, MemoryQA, MemTraceOptimizer, instructions_of
 from memtrace_opt.optimizers.records import RoundRecord
@@ -24,7 +24,7 @@ def test_fixes_the_planted_instruction_and_leaves_the_others(fake_models, plante
     opt = optimizer(models)
     optimized = opt.compile(planted, trainset=examples, valset=examples)
     before, after = instructions_of(planted), instructions_of(optimized)
-    assert after[EXTRACT] == BAD_EXTRACT + FIX
+    assert after[EXTRACT] == FIXED
     assert after[ANSWER] == before[ANSWER] and after[DECIDE] == before[DECIDE]
     first = opt.result.rounds[0]
     assert first.chosen_predictor == EXTRACT
@@ -78,7 +78,7 @@ def test_plateau_stops_after_patience_rounds_without_a_change(planted, examples)
     def useless(call):
         return {"new_instruction": "Write short notes about the people. Skip anything about time."}
 
-    models, _ = make_models(useless)
+    models, _ = make_models(useless, rules=lambda call: {"rules": "Skip anything about time."})
     opt = optimizer(models, max_rounds=6, patience=2)
     optimized = opt.compile(planted, trainset=examples, valset=examples)
     assert opt.result.stop_reason == "plateau"
@@ -101,7 +101,7 @@ def test_a_memory_qa_student_comes_back_as_a_memory_qa(fake_models, planted, exa
     student = MemoryQA(planted)
     optimized = optimizer(models).compile(student, trainset=examples, valset=examples)
     assert isinstance(optimized, MemoryQA)
-    assert instructions_of(optimized.memory)[EXTRACT] == BAD_EXTRACT + FIX
+    assert instructions_of(optimized.memory)[EXTRACT] == FIXED
 
 
 def test_time_budget_stops_after_the_baseline(fake_models, planted, examples):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import yaml
-from optfixtures import BAD_EXTRACT, EXTRACT, FIX
+from optfixtures import EXTRACT, FIXED
 from toydata import write_locomo
 
 from memtrace_opt.cli import main
@@ -40,7 +40,7 @@ def test_optimize_writes_a_loadable_run(tmp_path, fake_models, planted):
     assert yaml.safe_load((out / "config.yaml").read_text())["splits"]["test"]["conversations"] == ["toy-b"]
     verdicts = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
     assert verdicts and all(v["round"] >= 1 for v in verdicts)
-    assert instructions_of(load_optimized(out))[EXTRACT] == BAD_EXTRACT + FIX
+    assert instructions_of(load_optimized(out))[EXTRACT] == FIXED
 
 
 def test_cli_quick_preset_and_run_with_the_program(tmp_path, monkeypatch, capsys):

@@ -72,31 +72,41 @@ def test_proposer_drops_echoes_and_duplicates():
     from memtrace_opt.optimizers import ProposalEvidence, ReflectiveProposer
     from memtrace_opt.testing import Skill, fake_lm
 
-    current = "Answer the question\nfrom the context."
-    replies = iter([" answer the question from the   context.", "Answer briefly from the context.",
-                    "answer briefly from the context. "])
-    lm = fake_lm([Skill(("new_instruction",), lambda call: {"new_instruction": next(replies)})])
+    current = "Answer the question\nfrom the context, in a few words, naming the person the question asks about."
+    replies = iter([" answer the question from the   context, in a few words, naming the person the question asks about.",
+                    "Answer the question from the context, in a few words, naming the person the question asks for.",
+                    "Answer briefly from the context.", "answer briefly from the context. ", "Answer briefly from the context."])
+    rules = iter(["", "Keep the current instruction and add one or two precise rules that would have prevented "
+                  "these failures."])
+    lm = fake_lm([Skill(("new_instruction",), lambda call: {"new_instruction": next(replies)}),
+                  Skill(("rules",), lambda call: {"rules": next(rules)})])
     with dspy.context(lm=lm):
         found = ReflectiveProposer().propose(ProposalEvidence("answer.predict", "rag.answer", current), 3)
-    assert found == ["Answer briefly from the context."]  # six attempts, the last three failing replies
+    # six attempts: no rule, then only the approach copied; a re-wrapped echo, an echo with one word changed,
+    # two duplicates
+    assert found == ["Answer briefly from the context."]
 
 
-def test_proposer_gives_an_echoed_slot_to_the_next_approach():
+def test_proposer_asks_for_rules_and_appends_them_and_gives_an_echoed_slot_to_the_next_approach():
     import dspy
 
     from memtrace_opt.optimizers import ProposalEvidence, ReflectiveProposer
     from memtrace_opt.testing import Skill, fake_lm
 
     current = "Answer the question from the context."
-    replies = iter([current, "Answer briefly from the context.", "Answer with a date when asked when."])
+    rules = iter([f"{current} Answer a when question with a date."])
+    replies = iter([current, "Reply in at most five words, using the context only.", "Answer with a date when asked when."])
     approaches = []
 
     def reply(call):
         approaches.append(call.inputs["approach"])
         return {"new_instruction": next(replies)}
 
-    lm = fake_lm([Skill(("new_instruction",), reply)])
+    lm = fake_lm([Skill(("new_instruction",), reply), Skill(("rules",), lambda call: {"rules": next(rules)})])
     with dspy.context(lm=lm):
-        found = ReflectiveProposer().propose(ProposalEvidence("answer.predict", "rag.answer", current), 2)
-    assert found == ["Answer briefly from the context.", "Answer with a date when asked when."]
+        found = ReflectiveProposer().propose(ProposalEvidence("answer.predict", "rag.answer", current), 3)
+    # the rules reply repeated the instruction before its rule: only the rule is appended
+    assert found[0] == "Answer the question from the context.\nAnswer a when question with a date."
+    # then an echo (its slot goes to the next approach) and two rewrites
+    assert found[1:] == ["Reply in at most five words, using the context only.", "Answer with a date when asked when."]
     assert len(approaches) == 3 and len(set(approaches)) == 3
