@@ -79,16 +79,21 @@ def build(args: argparse.Namespace, models: Models) -> None:
 
 
 def pick(cases: list[Any], most: int | None) -> list[Any]:
-    """At most `most` cases, spread evenly over (source, system, error type): round robin over those groups,
-    each group in bench order. All of them when `most` is None."""
+    """At most `most` cases, spread evenly: round robin over the (source, dataset, system, error type) groups,
+    taken in turn from each (dataset, system) first, so a small sample reaches every system and dataset
+    before a second error type of any; each group in bench order. All of them when `most` is None."""
     if most is None or len(cases) <= most:
         return list(cases)
-    groups: dict[tuple[str, str, str], list[Any]] = {}
+    groups: dict[tuple[str, str, str, str], list[Any]] = {}
     for case in cases:
-        groups.setdefault((case.label.source, case.system, case.label.error_type), []).append(case)
+        groups.setdefault((case.label.source, case.dataset, case.system, case.label.error_type), []).append(case)
+    by_owner: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {}
+    for key in groups:
+        by_owner.setdefault((key[1], key[2]), []).append(key)
+    keys = [owned[i] for i in range(max(map(len, by_owner.values()))) for owned in by_owner.values() if i < len(owned)]
     picked: list[Any] = []
     while len(picked) < most:
-        for key in list(groups):
+        for key in keys:
             if groups[key] and len(picked) < most:
                 picked.append(groups[key].pop(0))
     order = {id(c): i for i, c in enumerate(cases)}

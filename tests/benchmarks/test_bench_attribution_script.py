@@ -8,8 +8,8 @@ from memtrace_opt.benchmarks.bench_attribution import main, pick
 from memtrace_opt.benchmarks.memtracebench import BenchCase, Label
 
 
-def _case(i: int, system: str, kind: str, source: str = "injected") -> BenchCase:
-    return BenchCase(f"c{i}", system, "d", "s", f"q{i}", "?", "g", "p", (), "g.json", Label(kind, "op:1", "x", source))
+def _case(i: int, system: str, kind: str, source: str = "injected", dataset: str = "d") -> BenchCase:
+    return BenchCase(f"c{i}", system, dataset, "s", f"q{i}", "?", "g", "p", (), "g.json", Label(kind, "op:1", "x", source))
 
 
 def test_pick_spreads_the_sample_over_systems_and_error_types():
@@ -21,6 +21,17 @@ def test_pick_spreads_the_sample_over_systems_and_error_types():
         ("mem0", "ExtractionError"), ("rag", "RetrievalError"), ("mem0", "UpdateError"), ("rag", "ResponseError")}
     assert [c.case_id for c in chosen] == sorted((c.case_id for c in chosen), key=lambda i: int(i[1:]))  # bench order
     assert pick(cases, None) == cases and pick(cases, 50) == cases
+
+
+def test_a_small_pick_reaches_every_system_and_dataset_before_a_second_error_type():
+    kinds = ("RetrievalError", "ResponseError", "ExtractionError")
+    cases = [_case(10 * s + k, system, kind, dataset=dataset)
+             for s, (dataset, system) in enumerate([("locomo", "long_context"), ("locomo", "rag"), ("locomo", "mem0"),
+                                                    ("locomo", "evermemos"), ("longmemeval", "rag")])
+             for k, kind in enumerate(kinds)]
+    chosen = pick(cases, 6)
+    assert {(c.dataset, c.system) for c in chosen} == {(c.dataset, c.system) for c in cases}
+    assert [c.label.error_type for c in chosen].count("RetrievalError") == 5  # each owner's first group first
 
 
 def test_dry_run_scores_every_method_and_saves_the_table(tmp_path):
