@@ -144,6 +144,25 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     return program, result.lm_calls, result.tokens, result.stop_reason == "budget", result.calls_to_best, details
 
 
+def _write_tables(out: Path, request: CompareRequest, splits: Any, metric: AnswerMetric, baseline: float,
+                  rows: Sequence[CompareRow], test_questions: int) -> None:
+    """compare.json and compare.md with the rows so far."""
+    write_json(out / "compare.json", {
+        "schema_version": 1,
+        "system": request.system,
+        "data": request.data,
+        "splits": splits.to_dict(),
+        "budget": request.budget,
+        "metric": metric.name,
+        "models": request.roles.to_dict(),
+        "baseline_accuracy": baseline,
+        "rows": [row.to_dict() for row in rows],
+    })
+    summary = CompareSummary(out, list(rows), baseline, test_questions)
+    (out / "compare.md").write_text(summary.markdown(f"{request.system} on {request.data}, budget {request.budget}"),
+                                    encoding="utf-8")
+
+
 def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
                        on_row: Callable[[CompareRow], None] | None = None) -> CompareSummary:
     out = Path(request.out)
@@ -189,22 +208,10 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
                          sorted(k for k in before if before[k] != after.get(k)), error, to_best, details)
         rows.append(row)
+        _write_tables(out, request, splits, metric, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
         if on_row is not None:
             on_row(row)
     summary = CompareSummary(out, rows, baseline, len(test_cases))
-    write_json(out / "compare.json", {
-        "schema_version": 1,
-        "system": request.system,
-        "data": request.data,
-        "splits": splits.to_dict(),
-        "budget": request.budget,
-        "metric": metric.name,
-        "models": request.roles.to_dict(),
-        "baseline_accuracy": baseline,
-        "rows": [row.to_dict() for row in rows],
-    })
-    (out / "compare.md").write_text(summary.markdown(f"{request.system} on {request.data}, budget {request.budget}"),
-                                    encoding="utf-8")
     points = [PlotPoint(r.optimizer, r.lm_calls, r.optimized_accuracy) for r in rows if r.optimized_accuracy is not None]
     plot_accuracy_vs_calls(points, baseline, out / "compare.png", title=f"{request.system}: held-out accuracy vs LM calls")
     return summary

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 from optfixtures import EXTRACT, FIXED
 from toydata import write_locomo
@@ -73,3 +74,21 @@ def test_compare_writes_table_json_and_plot(tmp_path, fake_models):
     assert table["rows"][1]["details"] == {}
     assert "| memtrace |" in (tmp_path / "cmp" / "compare.md").read_text()
     assert (tmp_path / "cmp" / "compare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_compare_keeps_the_finished_rows_when_stopped_between_optimizers(tmp_path, fake_models):
+    models, _ = fake_models
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
+                             test="toy-c", optimizers=("bootstrap", "blame_response"), budget=20,
+                             attribution="lineage", loop=LoopSettings(num_candidates=2, minibatch_size=5))
+
+    def stop(row):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        compare_optimizers(request, models=models, on_row=stop)
+    table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert [row["optimizer"] for row in table["rows"]] == ["bootstrap"]
+    assert "| bootstrap |" in (tmp_path / "cmp" / "compare.md").read_text()
