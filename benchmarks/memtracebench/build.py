@@ -201,8 +201,9 @@ class _Builder:
         """Whether the injected fault alone explains the failure: a fault upstream of the answer op is decisive
         only if the needed information no longer reaches the answer op, and no earlier op lost it already. Had
         it still arrived by another path (an episode that kept a fact its event log lost), an ideal answerer
-        would have been right; had an earlier op lost it too and no memory ever held it (an episode that never held
-        the fact its event log carried), that op is the earliest decisive fault. Either way the case has no single known root cause."""
+        would have been right; had an earlier op lost it too (an episode that never held the fact its event log
+        carried; a decision that overwrote one unit holding it before the injected one deleted the other), that
+        op is the earliest decisive fault. Either way the case has no single known root cause."""
         if plan.error_type == RESPONSE:
             return True
         flow = self._flow(replayed, question, answer)
@@ -211,7 +212,10 @@ class _Builder:
         if flow.reached_answer:
             log.info("%s at %s: the information still reaches the answer op; case not kept", plan.error_type, plan.op)
             return False
-        earlier = [op for op in (*flow.losses, *flow.drops) if replayed.seq(op) < plan.seq] if not flow.formed else []
+        if not flow.formed:
+            earlier = [op for op in (*flow.losses, *flow.drops) if replayed.seq(op) < plan.seq]
+        else:  # memory held it once: an earlier decision that overwrote or deleted one of its holders
+            earlier = [t.decider for t in flow.transitions if replayed.seq(t.decider) < plan.seq] if not flow.live else []
         if earlier:
             log.info("%s at %s: %s lost the information before it; case not kept", plan.error_type, plan.op,
                      replayed.op_name(earlier[0]))

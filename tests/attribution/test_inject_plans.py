@@ -82,3 +82,36 @@ def test_a_deletion_deletes_every_unit_holding_the_fact_that_the_decision_was_sh
     # both holders of "Biscuit" deleted; the decision's own action on one of them replaced, the other kept
     assert sorted(a["unit_id"] for a in forced if a["event"] == "DELETE") == ["fact-1", "fact-2"]
     assert keep in forced and update not in forced
+
+
+def test_a_deletion_is_not_kept_when_an_earlier_decision_had_overwritten_another_holder(tmp_path) -> None:
+    from attr_graphs import FACT_DOG, SESSION1, SESSION2, GraphBuilder, mem_list, turns
+
+    from memtrace_opt.benchmarks.memtracebench.inject import Plan
+
+    b = GraphBuilder("mem0")
+    facts = [FACT_DOG, "Alice's puppy Biscuit is a beagle"]
+    _, f = b.op("mem0.extract_facts", turns(SESSION1), {"facts": facts}, predictor="extract_facts.predict")
+    _, d = b.op("mem0.update_decision", [f["facts"]], {"decisions": [{"event": "ADD", "text": x} for x in facts]},
+                predictor="update_decision.predict")
+    _, m = b.op("mem0.apply", [d["decisions"]], mems=[("fact-1", 1, facts[0], False), ("fact-2", 1, facts[1], False)])
+    _, f2 = b.op("mem0.extract_facts", turns(SESSION2), {"facts": ["Alice's dog chewed her shoes"]},
+                 predictor="extract_facts.predict")
+    overwrite = {"event": "UPDATE", "unit_id": "fact-1", "text": "Alice's dog chewed her shoes"}
+    first, d2 = b.op("mem0.update_decision", [m["fact-1"], f2["facts"]], {"decisions": [overwrite]},
+                     predictor="update_decision.predict")
+    b.op("mem0.apply", [d2["decisions"], m["fact-1"]], mems=[("fact-1", 2, overwrite["text"], False)])
+    delete = {"event": "DELETE", "unit_id": "fact-2", "text": facts[1]}
+    second, d3 = b.op("mem0.update_decision", [m["fact-2"], f2["facts"]], {"decisions": [delete]},
+                      predictor="update_decision.predict")
+    _, m3 = b.op("mem0.apply", [d3["decisions"], m["fact-2"]], mems=[("fact-2", 2, facts[1], True)])
+    q = b.question()
+    _, r = b.op("mem0.retrieve", [q], {"memories": mem_list(b.graph, [])})
+    b.op("mem0.answer", [q, r["memories"]], {"answer": "Max"}, predictor="answer.predict", answer_of=QID)
+
+    builder = _Builder(BuildRequest(systems=("mem0",), out=tmp_path, data="sample", embedder="hash"), None, None)
+    view = GraphView(b.graph)
+    at_second = Plan("DeletionError", second, "mem0.update_decision", view.seq(second), {}, "deleted")
+    at_first = Plan("UpdateError", first, "mem0.update_decision", view.seq(first), {}, "overwrote")
+    assert not builder._decisive(view, QUESTION_OBJ, "Max", at_second)  # fact-1 had lost it at `first` already
+    assert builder._decisive(view, QUESTION_OBJ, "Max", at_first)
