@@ -122,9 +122,12 @@ def _warm_context(student: Any, conversations: Sequence[Any], models: Models) ->
     """A QAContext holding the student's memory of every conversation (its cost is nobody's budget)."""
     context = QAContext()
     with dspy.context(lm=models.task):
-        for conversation in conversations:
+        for index, conversation in enumerate(conversations, 1):
             key, conv = resolve_conversation(conversation)
+            started = time.perf_counter()
             context.memorized(student, key, conv)
+            log.info("memorized %s (%d/%d) in %.0f s", conv.sample_id, index, len(conversations),
+                     time.perf_counter() - started)
     return context
 
 
