@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--categories", default="single-hop,multi-hop,temporal,open-domain")
     parser.add_argument("--per-split", type=int, default=20, help="questions per split (seeded sample)")
     parser.add_argument("--budget", type=int, default=150)
+    parser.add_argument("--time-budget", type=float, default=None, help="and at most this many seconds per optimizer")
     parser.add_argument("--optimizers", default="memtrace,gepa,mipro,copro,simba,bootstrap,blame_response,gepa_attributed")
     parser.add_argument("--attribution", default="lineage")
     parser.add_argument("--lm", default="embedded")
@@ -61,13 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     shown = Path(args.data).name if Path(args.data).is_absolute() else args.data  # no machine paths in tables
     tables = [f"# bench_optimize\n\ndata {shown} (train {args.train}, val {args.val}, test {args.test}, "
               f"sessions {args.sessions}, {args.per_split} questions per split), model {args.lm}, "
-              f"budget {args.budget} LM calls, attribution {args.attribution}, metric: token rule\n"]
+              f"budget {args.budget} LM calls"
+              f"{f' or {args.time_budget:.0f} s' if args.time_budget else ''} per optimizer, attribution {args.attribution}, metric: token rule\n"]
     for system in [s for s in args.systems.split(",") if s]:
         started = time.time()
         request = CompareRequest(
             system=system, data=args.data, out=args.out / system, roles=ModelRoles(task=ModelSpec(args.lm)),
             data_slice=data_slice, train=args.train, val=args.val, test=args.test, per_split=args.per_split,
-            optimizers=parse_optimizers(args.optimizers), budget=args.budget, attribution=args.attribution,
+            optimizers=parse_optimizers(args.optimizers), budget=args.budget, time_budget=args.time_budget,
+            attribution=args.attribution,
             loop=LoopSettings(max_rounds=args.rounds, num_candidates=args.candidates, minibatch_size=args.minibatch,
                               patience=args.patience, seed=args.seed),
             seed=args.seed,

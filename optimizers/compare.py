@@ -65,6 +65,7 @@ def parse_optimizers(text: str | Sequence[str]) -> tuple[str, ...]:
 class CompareRequest(SplitRequest):
     optimizers: tuple[str, ...] = DEFAULT_OPTIMIZERS
     budget: int = 200
+    time_budget: float | None = None  # seconds of wall time per optimizer, on top of the LM-call budget
     attribution: str = "graphtrace"
     loop: LoopSettings = field(default_factory=LoopSettings)
     judge: bool = False
@@ -134,7 +135,8 @@ def _warm_context(student: Any, conversations: Sequence[Any], models: Models) ->
 def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], val: list[Any], models: Models,
           context: QAContext, metric: AnswerMetric) -> tuple[Any, int, int, bool, int, dict[str, Any]]:
     method = "blame_response" if name == "blame_response" else request.attribution
-    settings = LoopSettings(**{**request.loop.to_dict(), "max_lm_calls": request.budget})
+    settings = LoopSettings(**{**request.loop.to_dict(), "max_lm_calls": request.budget,
+                               "max_seconds": request.time_budget})
     optimizer = MemTraceOptimizer(
         metric, task_lm=models.task, reflection_lm=models.reflection, attributor_lm=models.attributor,
         usage=models.usage, settings=settings, attribution=method, memo=context.memo.copy(),
@@ -144,7 +146,8 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     result = optimizer.result
     assert result is not None
     details = {k: v for k, v in result.manifest_part().items() if k in ("baseline", "rounds")}
-    return program, result.lm_calls, result.tokens, result.stop_reason == "budget", result.calls_to_best, details
+    stopped = result.stop_reason in ("budget", "time")
+    return program, result.lm_calls, result.tokens, stopped, result.calls_to_best, details
 
 
 def _write_tables(out: Path, request: CompareRequest, splits: Any, metric: AnswerMetric, baseline: float,
@@ -156,6 +159,7 @@ def _write_tables(out: Path, request: CompareRequest, splits: Any, metric: Answe
         "data": request.data,
         "splits": splits.to_dict(),
         "budget": request.budget,
+        "time_budget": request.time_budget,
         "metric": metric.name,
         "models": request.roles.to_dict(),
         "baseline_accuracy": baseline,
@@ -200,7 +204,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
                                                                           context, metric)
             else:
                 run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
-                                   context=context, seed=request.seed)
+                                   context=context, seed=request.seed, max_seconds=request.time_budget)
                 program, calls, tokens, stopped, error = run.program, run.lm_calls, run.tokens, run.stopped_by_budget, run.error
                 to_best = run.calls_to_best
         except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table

@@ -139,6 +139,7 @@ def compare_command(
     data: Annotated[Optional[str], typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], or locomo / longmemeval / sample.")] = None,  # noqa: UP045
     optimizers: Annotated[str, typer.Option(help="Comma-separated: memtrace, gepa, mipro, copro, simba, bootstrap, blame_response, gepa_attributed.")] = "memtrace,gepa,mipro,copro,simba,bootstrap,blame_response",
     budget: Annotated[int, typer.Option(help="LM calls each optimizer may spend (task + reflection [+ attributor]).")] = 200,
+    time_budget: Annotated[Optional[float], typer.Option(help="And at most this many seconds each (wall time).")] = None,  # noqa: UP045
     train: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to optimize on.")] = None,  # noqa: UP045
     val: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} for validation (default: --train).")] = None,  # noqa: UP045
     test: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} held out for testing.")] = None,  # noqa: UP045
@@ -173,8 +174,8 @@ def compare_command(
         roles=roles,
         data_slice=data_slice(sessions, category, limit),
         train=train, val=val, test=test, split=split or "0.4,0.3,0.3", per_split=per_split,
-        optimizers=parse_optimizers(optimizers), budget=budget, attribution=attribution, judge=judge,
-        program_settings=dict(cfg.get("settings") or {}), seed=seed,
+        optimizers=parse_optimizers(optimizers), budget=budget, time_budget=time_budget, attribution=attribution,
+        judge=judge, program_settings=dict(cfg.get("settings") or {}), seed=seed,
     )
     out_console = console()
 

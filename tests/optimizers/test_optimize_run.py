@@ -92,3 +92,16 @@ def test_compare_keeps_the_finished_rows_when_stopped_between_optimizers(tmp_pat
     table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert [row["optimizer"] for row in table["rows"]] == ["bootstrap"]
     assert "| bootstrap |" in (tmp_path / "cmp" / "compare.md").read_text()
+
+
+def test_compare_time_budget_stops_each_optimizer_on_the_clock(tmp_path, fake_models):
+    models, _ = fake_models
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
+                             test="toy-c", optimizers=("bootstrap", "memtrace"), budget=1000, time_budget=0.0,
+                             attribution="lineage", loop=LoopSettings(num_candidates=2, minibatch_size=5))
+    bootstrap, ours = compare_optimizers(request, models=models).rows
+    assert bootstrap.stopped_by_budget and bootstrap.lm_calls == 0 and bootstrap.error is None
+    assert ours.stopped_by_budget and not ours.details["rounds"]  # the baseline ran; no round had time left
+    assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["time_budget"] == 0.0
