@@ -34,9 +34,23 @@ class Blame:
     not_fixable: dict[str, int] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
-        """predictor -> number of failures blamed on it, most blamed first (ties by name)."""
-        pairs = sorted(((p, len(v)) for p, v in self.by_predictor.items()), key=lambda kv: (-kv[1], kv[0]))
-        return dict(pairs)
+        """predictor -> number of failures blamed on it, most blamed first; ties: the predictor blamed at the
+        earliest op first (upstream: what it gets wrong, every later op sees), then by name."""
+        def earliest(verdicts: list[Verdict]) -> int:
+            return min((_seq(v.op_id) for v in verdicts), default=_NO_SEQ)
+
+        pairs = sorted(((p, len(v), earliest(v)) for p, v in self.by_predictor.items()),
+                       key=lambda kv: (-kv[1], kv[2], kv[0]))
+        return {p: n for p, n, _ in pairs}
+
+
+_NO_SEQ = 1 << 62
+
+
+def _seq(op_id: str | None) -> int:
+    """The seq of an `op:{seq}` id (very large for anything else)."""
+    head, _, tail = (op_id or "").partition(":")
+    return int(tail) if head == "op" and tail.isdigit() else _NO_SEQ
 
 
 def _failed_case(result: CaseResult, graph: Any, system: str) -> FailedCase:

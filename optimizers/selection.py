@@ -29,14 +29,14 @@ class ModuleSelector(Protocol):
 
 @dataclass(frozen=True)
 class MostBlamed:
-    """The predictor with the most blamed failures (ties: the name first in `blame_counts` order, then by
-    name). After `give_up_after` consecutive rejected rewrites of the same predictor, the next most blamed
+    """The predictor with the most blamed failures (ties: the one first in `blame_counts` order, which
+    `Blame.counts` gives upstream first). After `give_up_after` consecutive rejected rewrites of the same predictor, the next most blamed
     predictor is tried instead, if there is one."""
 
     give_up_after: int = 2
 
     def select(self, blame_counts: Mapping[str, int], history: Sequence[RoundOutcome]) -> str | None:
-        ranked = [name for name, count in sorted(blame_counts.items(), key=lambda kv: (-kv[1], kv[0])) if count > 0]
+        ranked = [name for name, count in sorted(blame_counts.items(), key=lambda kv: -kv[1]) if count > 0]
         if not ranked:
             return None
         tired = _rejected_streak(history)

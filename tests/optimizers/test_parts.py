@@ -110,3 +110,18 @@ def test_proposer_asks_for_rules_and_appends_them_and_gives_an_echoed_slot_to_th
     # then an echo (its slot goes to the next approach) and two rewrites
     assert found[1:] == ["Reply in at most five words, using the context only.", "Answer with a date when asked when."]
     assert len(approaches) == 3 and len(set(approaches)) == 3
+
+
+def test_a_blame_tie_goes_to_the_predictor_blamed_upstream():
+    from memtrace_opt.attribution import Verdict
+    from memtrace_opt.optimizers.blame import Blame
+
+    def verdict(case: str, op_id: str) -> Verdict:
+        return Verdict(case, "lineage", "ExtractionError", op_id, "x", None, "", 1.0)
+
+    blame = Blame(by_predictor={"answer.predict": [verdict("a", "op:40"), verdict("b", "op:61")],
+                                "extract_facts.predict": [verdict("c", "op:3"), verdict("d", "op:90")],
+                                "update_decision.predict": [verdict("e", "op:1")]})
+    assert list(blame.counts()) == ["extract_facts.predict", "answer.predict", "update_decision.predict"]
+    assert MostBlamed().select(blame.counts(), []) == "extract_facts.predict"
+    assert MostBlamed().select({"b.predict": 1, "a.predict": 1}, []) == "b.predict"  # the order it is given
