@@ -137,7 +137,17 @@ def _with_rules(current: str, rules: str) -> str:
     words, head = rules.split(), current.split()
     if len(words) > len(head) and [w.lower() for w in words[: len(head)]] == [w.lower() for w in head]:
         rules = " ".join(words[len(head):])
-    return f"{current.rstrip()}\n{rules.strip()}" if rules.strip() else current
+    known = _norm(current)
+    new: list[str] = []
+    for line in rules.splitlines():  # lines the instruction already has, or repeated, add nothing
+        line = line.strip()
+        if line and _norm(line.lstrip("-*• ").strip()) not in known and all(_norm(line) != _norm(n) for n in new):
+            new.append(line)
+    return f"{current.rstrip()}\n" + "\n".join(new) if new else current
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
 
 
 @dataclass
