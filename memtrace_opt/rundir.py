@@ -20,6 +20,7 @@ import logging
 import os
 import platform
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,15 +31,25 @@ from memtrace_opt.errors import MemtraceError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "read_jsonl", "append_jsonl", "safe_name", "write_json", "versions"]
+__all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "read_jsonl", "append_jsonl", "safe_name", "write_json", "write_jsonl",
+           "versions"]
 
 SCHEMA_VERSION = 1
 
 
 def write_json(path: Path, data: Any) -> None:
     """Deterministic JSON (sorted keys, 2-space indent, trailing newline), written atomically."""
+    _write_atomic(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: Path, lines: Iterable[str]) -> None:
+    """JSON lines (already serialized), one per line, written atomically in place of the file."""
+    _write_atomic(path, "".join(line + "\n" for line in lines))
+
+
+def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
 

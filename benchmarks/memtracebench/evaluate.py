@@ -30,6 +30,7 @@ from memtrace_opt.attribution.runs import append_verdict, latest, read_verdicts,
 from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, BenchCase
 from memtrace_opt.benchmarks.memtracebench.build import CASES_FILE
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.rundir import write_jsonl
 
 __all__ = ["Score", "MethodScore", "load_bench", "score_verdicts", "eval_bench", "bench_replay_provider", "score_tables",
            "confusion_table"]
@@ -201,11 +202,11 @@ def eval_bench(
     out = root / "eval"
     out.mkdir(parents=True, exist_ok=True)
     scores = []
+    wanted = {c.case_id for c in cases}
     for method in methods:
         path = out / f"{method}.jsonl"
         if fresh:
             path.unlink(missing_ok=True)
-        wanted = {c.case_id for c in cases}
         done = {cid: v for cid, v in latest(read_verdicts(path), method).items() if v.error is None and cid in wanted}
         if done:
             log.info("%s: %d of %d cases already attributed (kept; --fresh to redo them)", method, len(done), len(cases))
@@ -224,18 +225,11 @@ def eval_bench(
                               num_threads=num_threads, **options)
         found = {**done, **{v.case_id: v for v in new}}
         verdicts = [found[c.case_id] for c in cases if c.case_id in found]
-        _rewrite(path, verdicts)
+        write_jsonl(path, map(verdict_line, verdicts))  # one per case in bench order, in place of the appended lines
         scores.append(score_verdicts(method, cases, verdicts))
     results = {"schema_version": BENCH_SCHEMA_VERSION, "cases": len(cases), "methods": [s.to_dict() for s in scores]}
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return scores
-
-
-def _rewrite(path: Path, verdicts: Sequence[Verdict]) -> None:
-    """The method's final verdicts, one per case in bench order, in place of the appended lines."""
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(verdict_line(v) + "\n" for v in verdicts), encoding="utf-8")
-    tmp.replace(path)
 
 
 def _pct(score: Score, hits: int) -> str:
