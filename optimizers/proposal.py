@@ -103,9 +103,13 @@ class ProposeRule(dspy.Signature):
     rules: str = dspy.OutputField(desc="one or two short rules to add to the instruction")
 
 
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
 def _same(a: str, b: str) -> bool:
     """Equal up to whitespace and case (a small model often echoes the instruction re-wrapped)."""
-    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+    return _norm(a) == _norm(b)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -138,16 +142,12 @@ def _with_rules(current: str, rules: str) -> str:
     if len(words) > len(head) and [w.lower() for w in words[: len(head)]] == [w.lower() for w in head]:
         rules = " ".join(words[len(head):])
     known = _norm(current)
-    new: list[str] = []
+    new: dict[str, str] = {}  # normalized -> the line as written
     for line in rules.splitlines():  # lines the instruction already has, or repeated, add nothing
         line = line.strip()
-        if line and _norm(line.lstrip("-*• ").strip()) not in known and all(_norm(line) != _norm(n) for n in new):
-            new.append(line)
-    return f"{current.rstrip()}\n" + "\n".join(new) if new else current
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
+        if line and _norm(line.lstrip("-*• ")) not in known:
+            new.setdefault(_norm(line), line)
+    return f"{current.rstrip()}\n" + "\n".join(new.values()) if new else current
 
 
 @dataclass

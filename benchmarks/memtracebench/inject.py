@@ -126,6 +126,17 @@ def _retrieval(view: GraphView, flow: Flow, holds: Holds) -> list[Plan]:
     return [p for p in plans if p is not None]
 
 
+def _decision(view: GraphView, op: str) -> bool:
+    """An update decision: an op that records `{event, unit_id, text}` actions and does not write the store."""
+    return not _writes(view, op) and action_field(view.attrs(op).get("outputs")) is not None
+
+
+def _versions_upto(view: GraphView, unit: str) -> list[str]:
+    """The unit's versions, oldest first, up to and including `unit`."""
+    chain = view.units.get(view.unit_id(unit), [unit])
+    return chain[: chain.index(unit) + 1] if unit in chain else [unit]
+
+
 def _shown(view: GraphView, op: str, unit_id: str) -> bool:
     """Whether the decision op was shown (a version of) the unit: it can only act on units it saw."""
     return any(view.is_mem(n) and view.unit_id(n) == unit_id for n in view.inputs(op))
@@ -136,8 +147,7 @@ def _skipped_write(view: GraphView, flow: Flow, holds: Holds) -> Plan | None:
     unit, or an UPDATE whose text holds it when the version before did not), without that action."""
     for unit in flow.live:
         unit_id = view.unit_id(unit)
-        chain = view.units.get(unit_id, [unit])
-        chain = chain[: chain.index(unit) + 1] if unit in chain else [unit]
+        chain = _versions_upto(view, unit)
         entry = len(chain) - 1
         while entry > 0 and holds(view.text(chain[entry - 1])):
             entry -= 1
@@ -165,8 +175,8 @@ def _deciders(view: GraphView, flow: Flow, unit: str) -> list[str]:
     """Update decisions after the unit's live version was written and before the question that were shown it
     (nothing rewrites the unit after them)."""
     created, unit_id = view.written_at(unit), view.unit_id(unit)
-    return [op for op in view.ops if created < view.seq(op) < flow.question_seq and not _writes(view, op)
-            and action_field(view.attrs(op).get("outputs")) and _shown(view, op, unit_id)]
+    return [op for op in view.ops if created < view.seq(op) < flow.question_seq and _decision(view, op)
+            and _shown(view, op, unit_id)]
 
 
 def _overwrite(view: GraphView, flow: Flow, holds: Holds) -> Plan | None:
@@ -195,13 +205,11 @@ def _deletions(view: GraphView, flow: Flow, holds: Holds) -> list[Plan]:
     shown: dict[str, dict[str, str]] = {}  # decision op -> unit id -> the version it was shown
     for unit in flow.live:
         unit_id = view.unit_id(unit)
-        chain = view.units.get(unit_id, [unit])
-        for version in chain[: chain.index(unit) + 1] if unit in chain else [unit]:
+        for version in _versions_upto(view, unit):
             if not holds(view.text(version)):
                 continue
             for op in view.consumers(version):
-                if (view.seq(op) < flow.question_seq and not _writes(view, op)
-                        and action_field(view.attrs(op).get("outputs"))):
+                if view.seq(op) < flow.question_seq and _decision(view, op):
                     shown.setdefault(op, {}).setdefault(unit_id, version)
     plans = []
     for op in sorted(shown, key=lambda o: (-len(shown[o]), view.seq(o)))[:2]:
