@@ -135,6 +135,19 @@ def _clean(text: Any, limit: int) -> str:
     return value[:limit].strip()
 
 
+def _unrepeated(text: str) -> str:
+    """`text` without lines that repeat an earlier one (a small model sampling long replies loops on a line)."""
+    seen: set[str] = set()
+    kept = []
+    for line in text.splitlines():
+        key = _norm(line.lstrip("-*• "))
+        if key and key in seen:
+            continue
+        seen.add(key)
+        kept.append(line)
+    return "\n".join(kept).strip()
+
+
 def _with_rules(current: str, rules: str) -> str:
     """The current instruction with the rules appended; a reply that repeats the instruction first keeps
     only what follows it."""
@@ -160,7 +173,10 @@ class ReflectiveProposer:
     the current instruction but for a word or two counts as an echo.
 
     `max_cases` blamed and correct cases are shown (each clipped to `case_chars`); replies shorter than
-    `min_chars` or longer than `max_chars` are clipped or dropped."""
+    `min_chars` or longer than `max_chars` are clipped or dropped, lines a reply repeats are dropped. Replies are
+    bounded in tokens: `rule_tokens` for rules, and for a whole instruction about one and a half times the current
+    one's length (`rewrite_tokens` at least, `max_rewrite_tokens` at most): an unbounded reply of a small model
+    is mostly a loop on one line, and decoding it costs more time than the rest of the round."""
 
     lm: Any = None
     max_cases: int = 3
@@ -170,6 +186,9 @@ class ReflectiveProposer:
     temperature: float = 0.7
     attempts_per_candidate: int = 2
     min_rule_chars: int = 12
+    rule_tokens: int = 160
+    rewrite_tokens: int = 256
+    max_rewrite_tokens: int = 1024
     predict: dspy.Predict = field(default_factory=lambda: dspy.Predict(ProposeInstruction))
     add_rules: dspy.Predict = field(default_factory=lambda: dspy.Predict(ProposeRule))
 
@@ -183,11 +202,13 @@ class ReflectiveProposer:
             for i, e in enumerate(evidence.successes[: self.max_cases], 1)
         ) or "(none)"
         found: list[str] = []
+        rewrite_tokens = min(self.max_rewrite_tokens, max(self.rewrite_tokens, 64 + len(evidence.instruction) // 3))
         for attempt in range(self.attempts_per_candidate * k):
             if len(found) >= k:
                 break
             approach = APPROACHES[attempt % len(APPROACHES)]
-            config = {"rollout_id": attempt, "temperature": self.temperature} if attempt else {}
+            config: dict[str, Any] = {"rollout_id": attempt, "temperature": self.temperature} if attempt else {}
+            config["max_tokens"] = self.rule_tokens if approach == ADD_RULES else rewrite_tokens
             step = f"{evidence.op_name} (predictor {evidence.predictor})"
             try:
                 with dspy.context(lm=self.lm) if self.lm is not None else contextlib.nullcontext():
@@ -199,7 +220,7 @@ class ReflectiveProposer:
                     else:
                         reply = self.predict(step=step, current_instruction=evidence.instruction, failed_cases=failed,
                                              correct_cases=correct, approach=approach, config=config)
-                        text = _clean(getattr(reply, "new_instruction", ""), self.max_chars)
+                        text = _unrepeated(_clean(getattr(reply, "new_instruction", ""), self.max_chars))
             except Exception as error:  # noqa: BLE001 - a bad reply costs one candidate, not the round
                 log.warning("proposal %d for %s failed: %s", attempt, evidence.predictor, error)
                 continue

@@ -34,12 +34,14 @@ DEFAULT_SKILL = "default"
 
 @dataclass(frozen=True)
 class FakeCall:
-    """One request as a skill sees it. `messages` are the raw `{role, content}` dicts, system first."""
+    """One request as a skill sees it. `messages` are the raw `{role, content}` dicts, system first;
+    `max_tokens` the reply limit the caller asked for (None: the LM's default)."""
 
     instruction: str
     inputs: dict[str, str]
     output_fields: tuple[str, ...]
     messages: tuple[dict, ...]
+    max_tokens: int | None = None
 
 
 SkillFn = Callable[[FakeCall], Mapping[str, Any]]
@@ -158,7 +160,8 @@ class FakeEngine:
         messages = head + tuple({"role": str(m.role), "content": m.text or ""} for m in request.messages)
         last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
         parsed = parse_prompt(system, last_user)
-        call = FakeCall(parsed.instruction, parsed.inputs, parsed.output_fields, messages)
+        call = FakeCall(parsed.instruction, parsed.inputs, parsed.output_fields, messages,
+                        getattr(request.config, "max_tokens", None))
         skill = self._pick(call)
         with self._lock:
             self.calls.append(call)

@@ -135,3 +135,31 @@ def test_appended_rules_skip_lines_the_instruction_already_has():
     assert _with_rules(current, echoed) == current  # nothing new: the proposer drops it as an echo
     assert _with_rules(current, "- Keep dates, times and places.\n- Name the person in every fact.\n"
                                 "- Name the person in every fact.") == current + "\n- Name the person in every fact."
+
+
+def test_proposer_bounds_its_replies_and_drops_looped_lines():
+    import dspy
+
+    from memtrace_opt.optimizers import ProposalEvidence, ReflectiveProposer
+    from memtrace_opt.testing import Skill, fake_lm
+
+    current = "Write down the facts worth remembering about the speakers, one short sentence each. " * 10
+    limits: dict[str, list[int | None]] = {"rules": [], "new_instruction": []}
+
+    def rewrite(call):
+        limits["new_instruction"].append(call.max_tokens)
+        return {"new_instruction": "Write down the facts.\n- Name the person.\n- name the person.\n- Keep dates."}
+
+    def rules(call):
+        limits["rules"].append(call.max_tokens)
+        return {"rules": "- Keep every date."}
+
+    lm = fake_lm([Skill(("new_instruction",), rewrite), Skill(("rules",), rules)], max_tokens=4000)
+    with dspy.context(lm=lm):
+        found = ReflectiveProposer().propose(ProposalEvidence("extract.predict", "mem0.extract", current), 2)
+    assert limits["rules"] == [160]
+    assert limits["new_instruction"] == [64 + len(current) // 3]  # about 1.5 times the current instruction
+    assert found[1] == "Write down the facts.\n- Name the person.\n- Keep dates."
+    with dspy.context(lm=lm):
+        ReflectiveProposer().propose(ProposalEvidence("extract.predict", "mem0.extract", "Be brief."), 2)
+    assert limits["new_instruction"][-1] == 256  # a short instruction still gets room for a real rewrite
