@@ -24,6 +24,7 @@ from memtrace_opt.tracing import OpEvent, answer_node
 __all__ = ["build_evidence", "GraphCache"]
 
 _TEXT_LIMIT = 2400
+_ADAPTER_TAIL = "\n\nRespond with "
 
 
 class GraphCache:
@@ -53,9 +54,11 @@ def _seq(op_id: str | None) -> int | None:
 
 
 def _shown_and_produced(event: OpEvent, memo: ReplayMemo) -> tuple[str, str]:
+    """The op's input and output as text, whole (`OpEvidence.render` clips them, keeping the input's end)."""
     exchange = memo.exchange(event.content_key)
     if exchange is not None:
-        return exchange.prompt[:_TEXT_LIMIT], exchange.response[:_TEXT_LIMIT]
+        prompt, tail, _ = exchange.prompt.rpartition(_ADAPTER_TAIL)  # the adapter's reply-format reminder
+        return (prompt if tail else exchange.prompt).rstrip(), exchange.response[:_TEXT_LIMIT]
     outputs = {k: v for k, v in (event.outputs or {}).items() if k != "error"}
     return value_text(event.inputs, _TEXT_LIMIT), value_text(outputs, _TEXT_LIMIT)
 

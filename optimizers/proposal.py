@@ -47,13 +47,17 @@ class OpEvidence:
     produced: str
     reason: str = ""
 
-    def render(self, blamed: bool) -> str:
-        lines = [f"Question: {self.question}", f"Gold answer: {self.gold}", f"System's answer: {self.prediction}"]
-        lines.append(f"This step was given:\n{self.shown}")
-        lines.append(f"This step produced:\n{self.produced}")
-        if blamed and self.reason:
-            lines.append(f"Why this step was blamed: {self.reason}")
-        return "\n".join(lines)
+    def render(self, blamed: bool, limit: int = 1500) -> str:
+        """The case in about `limit` characters. Each part is clipped on its own, so what the step produced and
+        why it was blamed always show; the input keeps its start and, mostly, its end (steps read long context
+        first and the new material last)."""
+        head = "\n".join([f"Question: {_clip(self.question, 300)}", f"Gold answer: {_clip(self.gold, 200)}",
+                          f"System's answer: {_clip(self.prediction, 300)}"])
+        reason = f"\nWhy this step was blamed: {_clip(self.reason, 400)}" if blamed and self.reason else ""
+        produced = _clip(self.produced, max(200, limit // 3))
+        room = max(200, limit - len(head) - len(reason) - len(produced))
+        return (f"{head}\nThis step was given:\n{_clip_middle(self.shown, room)}\n"
+                f"This step produced:\n{produced}{reason}")
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,15 @@ def _same(a: str, b: str) -> bool:
 def _clip(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _clip_middle(text: str, limit: int) -> str:
+    """`text` in at most about `limit` characters: its first quarter and the rest from its end."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    start = limit // 4
+    return f"{text[:start].rstrip()}\n[...]\n{text[len(text) - (limit - start - 7):].lstrip()}"
 
 
 def _near(a: str, b: str, words: int = 2) -> bool:
@@ -194,11 +207,11 @@ class ReflectiveProposer:
 
     def propose(self, evidence: ProposalEvidence, k: int) -> list[str]:
         failed = "\n\n".join(
-            f"Case {i}:\n{_clip(e.render(True), self.case_chars)}"
+            f"Case {i}:\n{e.render(True, self.case_chars)}"
             for i, e in enumerate(evidence.failures[: self.max_cases], 1)
         ) or "(none)"
         correct = "\n\n".join(
-            f"Case {i}:\n{_clip(e.render(False), self.case_chars)}"
+            f"Case {i}:\n{e.render(False, self.case_chars)}"
             for i, e in enumerate(evidence.successes[: self.max_cases], 1)
         ) or "(none)"
         found: list[str] = []

@@ -40,6 +40,8 @@ def test_the_proposer_sees_the_blamed_calls_and_correct_cases(fake_models, plant
     assert first["step"].startswith("mem0.extract_facts") and first["current_instruction"] == BAD_EXTRACT
     assert "Why this step was blamed:" in first["failed_cases"] and "[[" not in first["step"]
     assert "yesterday" in first["failed_cases"]  # the messages the extraction was shown
+    assert "Respond with" not in first["failed_cases"]  # the adapter's reply-format reminder is not evidence
+    assert "This step produced:" in first["failed_cases"]
     assert first["correct_cases"] != "(none)"
 
 

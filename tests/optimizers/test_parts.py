@@ -163,3 +163,17 @@ def test_proposer_bounds_its_replies_and_drops_looped_lines():
     with dspy.context(lm=lm):
         ReflectiveProposer().propose(ProposalEvidence("extract.predict", "mem0.extract", "Be brief."), 2)
     assert limits["new_instruction"][-1] == 256  # a short instruction still gets room for a real rewrite
+
+
+def test_a_case_shown_to_the_proposer_keeps_the_output_the_reason_and_the_end_of_a_long_input():
+    from memtrace_opt.optimizers import OpEvidence
+
+    shown = "earlier_messages: " + "Jon: hi there. " * 300 + "\nnew_messages: Gina: I adopted a cat named Miso."
+    case = OpEvidence("c1", "What pet did Gina adopt?", "a cat", "a dog", shown,
+                      '["Gina likes pets."]' + " filler" * 200, "the cat adoption in the new messages was not extracted")
+    text = case.render(True, 1500)
+    assert "Gina: I adopted a cat named Miso." in text  # the end of the input, where the new messages are
+    assert text.count("[...]") == 1 and "earlier_messages:" in text
+    assert '["Gina likes pets."]' in text and "was not extracted" in text
+    assert len(text) <= 1600
+    assert "Why this step was blamed" not in case.render(False, 1500)
