@@ -145,7 +145,10 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     program = optimizer.compile(student, trainset=train, valset=val)
     result = optimizer.result
     assert result is not None
-    details = {k: v for k, v in result.manifest_part().items() if k in ("baseline", "rounds")}
+    part = result.manifest_part()
+    details = {k: v for k, v in part.items() if k in ("baseline", "rounds")}
+    if "interrupted" in part["optimizer"]:
+        details["interrupted"] = part["optimizer"]["interrupted"]
     stopped = result.stop_reason in ("budget", "time")
     return program, result.lm_calls, result.tokens, stopped, result.calls_to_best, details
 

@@ -2,9 +2,13 @@
 `from_dict`; `RoundRecord.to_dict()` is exactly one entry of the manifest's `rounds` list:
 
     {round, blame_counts: {predictor: n}, not_fixable: {op_name: n}, chosen_predictor, previous_instruction,
-     candidates: [{instruction, minibatch_score, val_score, accepted, why}], accepted, val_accuracy, lm_calls}
+     candidates: [{instruction, minibatch_score, val_score, accepted, why}], accepted, val_accuracy, lm_calls,
+     seconds}
 
-`lm_calls` is the metered LM calls the round spent (task, reflection, attributor).
+`lm_calls` is the metered LM calls the round spent (task, reflection, attributor), `seconds` its wall time. A
+round the budget cut short is not among the rounds (it resumes with a larger budget); the manifest's
+`optimizer.interrupted` shows how far it got: `{round, chosen_predictor, blame_counts, candidates:
+[{instruction, minibatch_score}], why}` (a score is null for a candidate not evaluated yet).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class RoundRecord:
     accepted: bool
     val_accuracy: float
     lm_calls: int
+    seconds: float = 0.0
 
     @property
     def accepted_instruction(self) -> str | None:
@@ -73,6 +78,7 @@ class RoundRecord:
             "accepted": self.accepted,
             "val_accuracy": self.val_accuracy,
             "lm_calls": self.lm_calls,
+            "seconds": round(self.seconds, 2),
         }
 
     @classmethod
@@ -87,6 +93,7 @@ class RoundRecord:
             accepted=bool(data.get("accepted", False)),
             val_accuracy=float(data.get("val_accuracy", 0.0)),
             lm_calls=int(data.get("lm_calls", 0)),
+            seconds=float(data.get("seconds", 0.0)),
         )
 
 
@@ -106,6 +113,7 @@ class OptimizationResult:
     storage: str | None = None
     trials: dict[str, int] = field(default_factory=dict)
     verdicts: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: dict[str, Any] | None = None  # the round the budget cut short, as far as it got
 
     @property
     def best_val(self) -> float:
@@ -136,6 +144,7 @@ class OptimizationResult:
                 "tokens": self.tokens,
                 "seconds": round(self.seconds, 2),
                 "study": {"name": self.study_name, "storage": _redact(self.storage), "trials": dict(self.trials)},
+                **({"interrupted": self.interrupted} if self.interrupted else {}),
             },
         }
 

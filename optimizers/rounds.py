@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from memtrace_opt.optimizers.records import CandidateRecord, RoundRecord
 from memtrace_opt.optimizers.selection import ModuleSelector, RoundOutcome
 from memtrace_opt.optimizers.study import StudyLedger, TrialHandle
 
-__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "instructions_digest"]
+__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "instructions_digest", "interrupted_round"]
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
 def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val: float,
               minibatch: Sequence[CaseRef], history: Sequence[RoundOutcome]) -> RoundOutcomeFull:
     """Run (or resume) round `number` from `program` whose valset accuracy is `current_val`."""
-    spent_before = ctx.budget.spent()
+    spent_before, started = ctx.budget.spent(), time.perf_counter()
     plan = ctx.ledger.get(f"round:{number}")
     if plan is None:
         plan = _plan(ctx, number, program, minibatch, history)
@@ -128,8 +129,28 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
         accepted=accepted_text is not None,
         val_accuracy=new_val,
         lm_calls=ctx.budget.spent() - spent_before,
+        seconds=time.perf_counter() - started,
     )
     return RoundOutcomeFull(record, new_program, list(plan.get("verdicts") or []), budget_hit)
+
+
+def interrupted_round(ledger: StudyLedger, number: int, program: dspy.Module, why: str) -> dict[str, Any]:
+    """How far round `number` (started from `program`) got before the budget cut it short: its plan, if it was
+    recorded, and the minibatch score of each candidate evaluated (None for the others)."""
+    plan = ledger.get(f"round:{number}")
+    if plan is None:
+        return {"round": number, "chosen_predictor": None, "blame_counts": {}, "candidates": [],
+                "why": f"{why}, before its proposals were recorded (tracing, attributing or proposing)"}
+    chosen = plan.get("chosen_predictor")
+    parent = instructions_digest(instructions_of(program))
+    candidates = []
+    for text in plan.get("proposals") or []:
+        key = _key(number, chosen or "", parent, text)
+        done = ledger.finished(key, wait_seconds=0)
+        score = done.get("minibatch_score") if done is not None else ledger.partial_score(key)
+        candidates.append({"instruction": text, "minibatch_score": score})
+    return {"round": number, "chosen_predictor": chosen, "blame_counts": dict(plan.get("blame_counts") or {}),
+            "candidates": candidates, "why": why}
 
 
 def _key(number: int, chosen: str, parent: str, text: str) -> str:

@@ -50,7 +50,7 @@ from memtrace_opt.optimizers.program_io import (
 from memtrace_opt.optimizers.proposal import InstructionProposer, ReflectiveProposer
 from memtrace_opt.optimizers.qa import MemoryQA, unwrap_memory
 from memtrace_opt.optimizers.records import OptimizationResult, RoundRecord
-from memtrace_opt.optimizers.rounds import RoundContext, run_round
+from memtrace_opt.optimizers.rounds import RoundContext, interrupted_round, run_round
 from memtrace_opt.optimizers.selection import ModuleSelector, MostBlamed, RoundOutcome
 from memtrace_opt.optimizers.study import StudyLedger
 from memtrace_opt.optimizers.usage import counting
@@ -202,6 +202,7 @@ class MemTraceOptimizer(Teleprompter):
         history: list[RoundOutcome] = []
         verdicts: list[dict[str, Any]] = []
         stop_reason, plateau = "max_rounds", 0
+        interrupted: dict[str, Any] | None = None
         for number in range(1, self.settings.max_rounds + 1):
             done = ledger.get(f"round_done:{number}")
             if done is not None:
@@ -223,6 +224,7 @@ class MemTraceOptimizer(Teleprompter):
                     log.info("round %d stopped: %s", number, spent)
                     ledger.put("lm_calls_total", prior_calls + budget.spent())
                     stop_reason = "time" if budget.out_of_time() else "budget"
+                    interrupted = interrupted_round(ledger, number, program, f"cut short: {spent}")
                     break
                 record, program, budget_hit = outcome.record, outcome.program, outcome.budget_hit
                 if record.accepted:
@@ -261,6 +263,7 @@ class MemTraceOptimizer(Teleprompter):
             storage=self.storage,
             trials=ledger.trials_count(),
             verdicts=verdicts,
+            interrupted=interrupted,
         )
         log.info("optimization stopped (%s) after %d rounds; valset %.3f -> %.3f; %d LM calls", stop_reason,
                  len(rounds), self.result.baseline_val, self.result.best_val, self.result.lm_calls)

@@ -231,7 +231,12 @@ def _view_payload(graph: nx.MultiDiGraph, view: QuestionView, sample: str) -> di
 # optimize runs -------------------------------------------------------------------------------------------
 def _optimize(manifest: dict[str, Any]) -> dict[str, Any] | None:
     rounds = [r for r in manifest.get("rounds") or [] if isinstance(r, dict)]
-    if not rounds:
+    cut = (manifest.get("optimizer") or {}).get("interrupted")
+    interrupted = None
+    if isinstance(cut, dict):  # the round the budget cut short
+        interrupted = {**cut, "candidates": [{**c, "instruction": clip(c.get("instruction"))}
+                                             for c in cut.get("candidates") or [] if isinstance(c, dict)]}
+    if not rounds and interrupted is None:
         return None
     baseline = _number((manifest.get("baseline") or {}).get("val_accuracy"))
     points = [RoundPoint(0, baseline, True)] if baseline is not None else []
@@ -256,6 +261,7 @@ def _optimize(manifest: dict[str, Any]) -> dict[str, Any] | None:
         "diffs": diffs,
         "stop_reason": str((manifest.get("optimizer") or {}).get("stop_reason") or ""),
         "best": _number((manifest.get("optimizer") or {}).get("best_val_accuracy")),
+        "interrupted": interrupted,
     }
 
 

@@ -335,8 +335,14 @@ def _manifest(optimize: bool) -> dict[str, Any]:
         usage["reflection"] = {"calls": 6, "prompt_tokens": 8800, "completion_tokens": 1900, "seconds": 21.0,
                                "cache_hits": 0, "failures": 0}
         manifest["baseline"] = {"val_accuracy": 0.30}
-        manifest["optimizer"] = {"name": "memtrace", "stop_reason": "no improvement for 1 round",
-                                 "best_val_accuracy": 0.36, "lm_calls": 184}
+        manifest["optimizer"] = {
+            "name": "memtrace", "stop_reason": "budget", "best_val_accuracy": 0.36, "lm_calls": 200,
+            "interrupted": {"round": 3, "chosen_predictor": "answer.predict", "blame_counts": {"answer.predict": 2},
+                            "candidates": [{"instruction": ANSWER_INSTRUCTION + " Answer with the date itself.",
+                                            "minibatch_score": 0.5},
+                                           {"instruction": "Answer in one word.", "minibatch_score": None}],
+                            "why": "cut short: LM-call budget of 200 spent (200 calls)"},
+        }
         manifest["rounds"] = [
             {"round": 1, "blame_counts": {"update_decision.predict": 2, "extract_facts.predict": 1,
                                           "answer.predict": 1},

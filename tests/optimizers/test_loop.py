@@ -9,7 +9,7 @@ from memtrace_opt.optimizers.records import RoundRecord
 from memtrace_opt.programs.mem0 import Mem0Memory
 
 ROUND_KEYS = {"round", "blame_counts", "not_fixable", "chosen_predictor", "previous_instruction", "candidates",
-              "accepted", "val_accuracy", "lm_calls"}
+              "accepted", "val_accuracy", "lm_calls", "seconds"}
 CANDIDATE_KEYS = {"instruction", "minibatch_score", "val_score", "accepted", "why"}
 
 
@@ -112,3 +112,25 @@ def test_time_budget_stops_after_the_baseline(fake_models, planted, examples):
     optimized = opt.compile(planted, trainset=examples, valset=examples)
     assert opt.result.stop_reason == "time" and opt.result.rounds == []
     assert opt.result.baseline_val > 0 and instructions_of(optimized) == instructions_of(planted)
+
+
+def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, planted, examples):
+    models, _ = fake_models
+    opt = optimizer(models, max_rounds=6, max_lm_calls=24)  # the budget ends before round 1 validates
+    opt.compile(planted, trainset=examples, valset=examples)
+    result = opt.result
+    assert result.stop_reason == "budget" and result.rounds == []
+    cut = result.manifest_part()["optimizer"]["interrupted"]
+    assert cut["round"] == 1 and cut["chosen_predictor"] == EXTRACT and cut["blame_counts"][EXTRACT] >= 1
+    assert cut["why"].startswith("cut short: LM-call budget of 24")
+    scores = {c["instruction"]: c["minibatch_score"] for c in cut["candidates"]}
+    assert scores[FIXED] > scores["Write short notes about the people. Skip anything about time."]
+
+    opt = optimizer(models, max_rounds=6, max_lm_calls=12)  # ends while the first round traces its minibatch
+    opt.compile(planted, trainset=examples, valset=examples)
+    cut = opt.result.manifest_part()["optimizer"]["interrupted"]
+    assert cut["chosen_predictor"] is None and "before its proposals were recorded" in cut["why"]
+    opt = optimizer(models, max_rounds=1)  # a run the budget did not cut records none, and times its rounds
+    opt.compile(planted, trainset=examples, valset=examples)
+    assert "interrupted" not in opt.result.manifest_part()["optimizer"]
+    assert opt.result.rounds[0].seconds > 0

@@ -85,4 +85,6 @@ def test_optimization_rounds_and_accepted_diff_render(chromium: str, report_page
         assert browser.evaluate("!document.getElementById('optimize').hidden")
         assert browser.evaluate("document.querySelectorAll('#accuracy-plot circle.pt').length") == 3
         assert "DELETE only when" in _text(browser, "#optimize ins.diff-ins")
+        cut = _text(browser, "#optimize .interrupted")  # the round the budget cut short, as far as it got
+        assert "round 3 cut short" in cut and "minibatch 0.5" in cut and "not evaluated" in cut
         assert browser.page_errors == []

@@ -531,6 +531,18 @@
     });
     tbl.appendChild(body);
     var rounds = h("div", { cls: "panel", style: "margin-top:16px" }, h("h3", { text: "Rounds" }), tbl);
+    var cut = O.interrupted;
+    if (cut) {
+      rounds.appendChild(h("div", { cls: "interrupted", style: "margin-top:12px" },
+        h("div", { cls: "row" }, plain("round " + cut.round + " cut short", "no"),
+          h("span", { cls: "mono", text: cut.chosen_predictor || "–" }), h("span", { cls: "meta", text: cut.why || "" })),
+        (cut.candidates || []).map(function (cd, i) {
+          return h("div", { cls: "cand-row" },
+            h("div", { cls: "row" }, plain("#" + (i + 1)),
+              plain(cd.minibatch_score === null || cd.minibatch_score === undefined ? "not evaluated" : "minibatch " + num(cd.minibatch_score, 3))),
+            textBlock(cd.instruction, 400));
+        })));
+    }
     var top = h("div", { cls: "opt-grid" }, plot);
     root.appendChild(top);
     root.appendChild(rounds);
