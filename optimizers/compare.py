@@ -34,7 +34,7 @@ from memtrace_opt.optimizers.evaluation import CachedEvaluator
 from memtrace_opt.optimizers.examples import case_refs, make_examples, resolve_conversation
 from memtrace_opt.optimizers.metric import AnswerMetric
 from memtrace_opt.optimizers.plot import PlotPoint, plot_accuracy_vs_calls
-from memtrace_opt.optimizers.program_io import instructions_of
+from memtrace_opt.optimizers.program_io import prompt_changes
 from memtrace_opt.optimizers.qa import QAContext
 from memtrace_opt.optimizers.splits import SplitRequest, make_splits
 from memtrace_opt.optimizers.teleprompter import METERED_ROLES, LoopSettings, MemTraceOptimizer
@@ -214,9 +214,8 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
             log.exception("%s failed", name)
             calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
         accuracy = tester.evaluate(program, test_cases).accuracy if error is None else None
-        before, after = instructions_of(student), instructions_of(program)
         row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
-                         sorted(k for k in before if before[k] != after.get(k)), error, to_best, details)
+                         prompt_changes(student, program), error, to_best, details)
         rows.append(row)
         _write_tables(out, request, splits, metric, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
         if on_row is not None:

@@ -22,6 +22,7 @@ __all__ = [
     "instructions_of",
     "with_instruction",
     "changed_predictors",
+    "prompt_changes",
     "system_name",
     "save_program",
     "load_optimized",
@@ -50,6 +51,20 @@ def changed_predictors(before: dspy.Module, after: dspy.Module) -> list[str]:
     """Names of predictors whose instruction differs between two programs of the same shape."""
     old, new = instructions_of(before), instructions_of(after)
     return sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
+
+
+def prompt_changes(before: dspy.Module, after: dspy.Module) -> list[str]:
+    """What differs in the prompts of two programs of the same shape, per predictor: its name when its
+    instruction changed, `name (N demos)` when only its few-shot demos changed (what BootstrapFewShot changes)."""
+    old, new = dict(before.named_predictors()), dict(after.named_predictors())
+    changes = []
+    for name in sorted(old.keys() | new.keys()):
+        a, b = old.get(name), new.get(name)
+        if a is None or b is None or a.signature.instructions != b.signature.instructions:
+            changes.append(name)
+        elif [dict(d) for d in a.demos] != [dict(d) for d in b.demos]:
+            changes.append(f"{name} ({len(b.demos)} demo{'' if len(b.demos) == 1 else 's'})")
+    return changes
 
 
 def system_name(program: MemoryProgram) -> str:

@@ -54,3 +54,17 @@ def test_one_line_optimize_and_load(tmp_path):
     summary = optimize("rag", out=tmp_path / "run", preset="quick", roles=ModelRoles(task=ModelSpec("fake")))
     assert summary.run_dir == tmp_path / "run" and summary.lm_calls <= 60
     assert isinstance(load_optimized(summary.run_dir), RAGMemory)
+
+
+def test_prompt_changes_name_new_instructions_and_new_demos():
+    import dspy
+
+    from memtrace_opt.optimizers.program_io import prompt_changes
+
+    student = Mem0Memory()
+    program = with_instruction(student, EXTRACT, "Write down every fact.")
+    assert prompt_changes(student, program) == [EXTRACT]
+    with_demos = student.deepcopy()
+    dict(with_demos.named_predictors())["answer.predict"].demos = [dspy.Example(question="q", answer="a")]
+    assert prompt_changes(student, with_demos) == ["answer.predict (1 demo)"]  # BootstrapFewShot's change
+    assert prompt_changes(student, student.deepcopy()) == []
