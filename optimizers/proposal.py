@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -121,6 +122,31 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
+_NOT_NAMES = frozenset(
+    "what when where who whom whose why how which did does do is was were are has have had can could would will "
+    "the a an in on at of for to and or but if i".split()
+)
+
+
+def _case_names(evidence: ProposalEvidence) -> set[str]:
+    """Capitalized words of the cases' questions and answers (the people, places and things of the training
+    conversations) that the current instruction does not use."""
+    known = {w.lower() for w in re.findall(r"[A-Za-z][\w'-]*", evidence.instruction)}
+    names: set[str] = set()
+    for case in (*evidence.failures, *evidence.successes):
+        for text in (case.question, case.gold):
+            for word in re.findall(r"\b[A-Z][a-z][\w'-]*", text):
+                if word.lower() not in known and word.lower() not in _NOT_NAMES:
+                    names.add(word)
+    return names
+
+
+def _case_specific(text: str, names: set[str]) -> bool:
+    """True when `text` names a person, place or thing of the cases: a rule about the training conversations'
+    people does not carry over to other conversations (a small model often writes one)."""
+    return any(re.search(rf"\b{re.escape(name)}\b", text) for name in names)
+
+
 def _clip_middle(text: str, limit: int) -> str:
     """`text` in at most about `limit` characters: its first quarter and the rest from its end."""
     text = text.strip()
@@ -189,7 +215,10 @@ class ReflectiveProposer:
     `min_chars` or longer than `max_chars` are clipped or dropped, lines a reply repeats are dropped. Replies are
     bounded in tokens: `rule_tokens` for rules, and for a whole instruction about one and a half times the current
     one's length (`rewrite_tokens` at least, `max_rewrite_tokens` at most): an unbounded reply of a small model
-    is mostly a loop on one line, and decoding it costs more time than the rest of the round."""
+    is mostly a loop on one line, and decoding it costs more time than the rest of the round. With
+    `drop_case_specific`, a reply that names a person, place or thing of the cases (a capitalized word of their
+    questions and answers that the current instruction does not use) is dropped: a rule about the training
+    conversations' people does not carry over to others."""
 
     lm: Any = None
     max_cases: int = 3
@@ -202,6 +231,7 @@ class ReflectiveProposer:
     rule_tokens: int = 160
     rewrite_tokens: int = 256
     max_rewrite_tokens: int = 1024
+    drop_case_specific: bool = True
     predict: dspy.Predict = field(default_factory=lambda: dspy.Predict(ProposeInstruction))
     add_rules: dspy.Predict = field(default_factory=lambda: dspy.Predict(ProposeRule))
 
@@ -216,6 +246,7 @@ class ReflectiveProposer:
         ) or "(none)"
         found: list[str] = []
         rewrite_tokens = min(self.max_rewrite_tokens, max(self.rewrite_tokens, 64 + len(evidence.instruction) // 3))
+        names = _case_names(evidence)
         for attempt in range(self.attempts_per_candidate * k):
             if len(found) >= k:
                 break
@@ -240,6 +271,11 @@ class ReflectiveProposer:
             if (len(text) < self.min_chars or _near(text, evidence.instruction)
                     or any(_same(text, f) for f in found)):
                 log.info("proposal %d for %s dropped (empty, unchanged or a duplicate)", attempt, evidence.predictor)
+                continue
+            if self.drop_case_specific and _case_specific(text[len(evidence.instruction):] if approach == ADD_RULES
+                                                          else text, names):
+                log.info("proposal %d for %s dropped (it names the cases' people or things)", attempt,
+                         evidence.predictor)
                 continue
             found.append(text)
         return found

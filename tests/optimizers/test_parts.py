@@ -177,3 +177,26 @@ def test_a_case_shown_to_the_proposer_keeps_the_output_the_reason_and_the_end_of
     assert '["Gina likes pets."]' in text and "was not extracted" in text
     assert len(text) <= 1600
     assert "Why this step was blamed" not in case.render(False, 1500)
+
+
+def test_proposals_that_name_the_cases_people_are_dropped():
+    import dspy
+
+    from memtrace_opt.optimizers import OpEvidence, ProposalEvidence, ReflectiveProposer
+    from memtrace_opt.testing import Skill, fake_lm
+
+    current = "Answer the question from the context, in a few words. A date is written like 7 May 2023."
+    failed = OpEvidence("c1", "What does Melanie do to destress?", "running and painting", "None", "...", "None", "")
+    evidence = ProposalEvidence("answer.predict", "long_context.answer", current, failures=(failed,))
+    rules = iter(["- Remind Melanie to prioritize self-care."])
+    replies = iter(["Answer about Melanie's hobbies in a few words.", "Answer in a few words; on 7 May 2023 style dates."
+                    " Never reply None when the context names the thing."])
+    lm = fake_lm([Skill(("rules",), lambda call: {"rules": next(rules)}),
+                  Skill(("new_instruction",), lambda call: {"new_instruction": next(replies)})])
+    with dspy.context(lm=lm):
+        found = ReflectiveProposer(attempts_per_candidate=1).propose(evidence, 3)
+    # the rule and the rewrite naming Melanie are dropped; "May" is a word the instruction already uses
+    assert found == ["Answer in a few words; on 7 May 2023 style dates. Never reply None when the context names the thing."]
+    with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- Remind Melanie to rest."})])):
+        kept = ReflectiveProposer(attempts_per_candidate=1, drop_case_specific=False).propose(evidence, 1)
+    assert kept == [current + "\n- Remind Melanie to rest."]
