@@ -18,7 +18,7 @@ from typing import Any
 from memtrace_opt.attribution import GOLD, AttributionConfig, FailedCase, Verdict, attribute_cases
 from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
 
-__all__ = ["Blame", "attribute_failures", "UNATTRIBUTED"]
+__all__ = ["Blame", "attribute_failures", "op_seq", "UNATTRIBUTED"]
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class Blame:
         """predictor -> number of failures blamed on it, most blamed first; ties: the predictor blamed at the
         earliest op first (upstream: what it gets wrong, every later op sees), then by name."""
         def earliest(verdicts: list[Verdict]) -> int:
-            return min((_seq(v.op_id) for v in verdicts), default=_NO_SEQ)
+            return min((seq for v in verdicts if (seq := op_seq(v.op_id)) is not None), default=_NO_SEQ)
 
         pairs = sorted(((p, len(v), earliest(v)) for p, v in self.by_predictor.items()),
                        key=lambda kv: (-kv[1], kv[2], kv[0]))
@@ -47,10 +47,10 @@ class Blame:
 _NO_SEQ = 1 << 62
 
 
-def _seq(op_id: str | None) -> int:
-    """The seq of an `op:{seq}` id (very large for anything else)."""
+def op_seq(op_id: str | None) -> int | None:
+    """The seq of an `op:{seq}` id; None for anything else."""
     head, _, tail = (op_id or "").partition(":")
-    return int(tail) if head == "op" and tail.isdigit() else _NO_SEQ
+    return int(tail) if head == "op" and tail.isdigit() else None
 
 
 def _failed_case(result: CaseResult, graph: Any, system: str) -> FailedCase:

@@ -15,7 +15,7 @@ import networkx as nx
 
 from memtrace_opt.attribution import GraphView
 from memtrace_opt.attribution._graph import value_text
-from memtrace_opt.optimizers.blame import Blame
+from memtrace_opt.optimizers.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
 from memtrace_opt.optimizers.memo import ReplayMemo
 from memtrace_opt.optimizers.proposal import OpEvidence, ProposalEvidence
@@ -42,15 +42,6 @@ class GraphCache:
 
 def _op_event(evaluation: EvalResult, key: str, seq: int) -> OpEvent | None:
     return next((e for e in evaluation.traces[key].events if isinstance(e, OpEvent) and e.seq == seq), None)
-
-
-def _seq(op_id: str | None) -> int | None:
-    if not op_id or not op_id.startswith("op:"):
-        return None
-    try:
-        return int(op_id[3:])
-    except ValueError:
-        return None
 
 
 def _shown_and_produced(event: OpEvent, memo: ReplayMemo) -> tuple[str, str]:
@@ -105,7 +96,7 @@ def build_evidence(
     failures: list[OpEvidence] = []
     op_name = ""
     for verdict in blame.by_predictor.get(predictor, []):
-        case, seq = cases.get(verdict.case_id), _seq(verdict.op_id)
+        case, seq = cases.get(verdict.case_id), op_seq(verdict.op_id)
         if case is None or seq is None:
             continue
         event = _op_event(evaluation, case.conversation_key, seq)
