@@ -174,12 +174,15 @@ def _clean(text: Any, limit: int) -> str:
     return value[:limit].strip()
 
 
+_BULLETS = "-*• "
+
+
 def _unrepeated(text: str) -> str:
     """`text` without lines that repeat an earlier one (a small model sampling long replies loops on a line)."""
     seen: set[str] = set()
     kept = []
     for line in text.splitlines():
-        key = _norm(line.lstrip("-*• "))
+        key = _norm(line.lstrip(_BULLETS))
         if key and key in seen:
             continue
         seen.add(key)
@@ -193,13 +196,10 @@ def _with_rules(current: str, rules: str) -> str:
     words, head = rules.split(), current.split()
     if len(words) > len(head) and [w.lower() for w in words[: len(head)]] == [w.lower() for w in head]:
         rules = " ".join(words[len(head):])
-    known = _norm(current)
-    new: dict[str, str] = {}  # normalized -> the line as written
-    for line in rules.splitlines():  # lines the instruction already has, or repeated, add nothing
-        line = line.strip()
-        if line and _norm(line.lstrip("-*• ")) not in known:
-            new.setdefault(_norm(line), line)
-    return f"{current.rstrip()}\n" + "\n".join(new.values()) if new else current
+    known = _norm(current)  # lines the instruction already has, or repeated, add nothing
+    new = _unrepeated("\n".join(line.strip() for line in rules.splitlines()
+                                if _norm(line.lstrip(_BULLETS)) not in known))
+    return f"{current.rstrip()}\n{new}" if new else current
 
 
 @dataclass
@@ -272,8 +272,7 @@ class ReflectiveProposer:
                     or any(_same(text, f) for f in found)):
                 log.info("proposal %d for %s dropped (empty, unchanged or a duplicate)", attempt, evidence.predictor)
                 continue
-            if self.drop_case_specific and _case_specific(text[len(evidence.instruction):] if approach == ADD_RULES
-                                                          else text, names):
+            if self.drop_case_specific and _case_specific(text, names):  # names are words the instruction lacks
                 log.info("proposal %d for %s dropped (it names the cases' people or things)", attempt,
                          evidence.predictor)
                 continue
