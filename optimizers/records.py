@@ -2,8 +2,11 @@
 `from_dict`; `RoundRecord.to_dict()` is exactly one entry of the manifest's `rounds` list:
 
     {round, blame_counts: {predictor: n}, not_fixable: {op_name: n}, chosen_predictor, previous_instruction,
-     candidates: [{instruction, minibatch_score, val_score, accepted, why}], accepted, val_accuracy, lm_calls,
-     seconds}
+     candidates: [{instruction, minibatch_score, val_score, accepted, why[, local]}], accepted, val_accuracy,
+     lm_calls, seconds}
+
+A candidate for an upstream predictor carries `local: {blamed, fixed, kept, broken, lm_calls}`, its local check
+(`local_check.py`); one the check rejected has no minibatch score.
 
 `lm_calls` is the metered LM calls the round spent (task, reflection, attributor), `seconds` its wall time. A
 round the budget cut short is not among the rounds (it resumes with a larger budget); the manifest's
@@ -29,15 +32,17 @@ class CandidateRecord:
     val_score: float | None
     accepted: bool
     why: str
+    local: dict[str, Any] | None = None  # the local check's counts, for a candidate that had one
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "instruction": self.instruction,
             "minibatch_score": self.minibatch_score,
             "val_score": self.val_score,
             "accepted": self.accepted,
             "why": self.why,
         }
+        return {**out, "local": dict(self.local)} if self.local is not None else out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CandidateRecord:
@@ -47,6 +52,7 @@ class CandidateRecord:
             val_score=data.get("val_score"),
             accepted=bool(data.get("accepted", False)),
             why=str(data.get("why", "")),
+            local=dict(data["local"]) if data.get("local") is not None else None,
         )
 
 

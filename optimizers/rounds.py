@@ -1,5 +1,6 @@
 """One round of the closed loop: trace the minibatch, attribute its failures, choose the most blamed
-predictor, propose K rewrites of it, evaluate them (minibatch first, valset for the best) and decide.
+predictor, propose K rewrites of it, evaluate them (the local check on the blamed calls for an upstream
+predictor, then the minibatch, the valset for the best) and decide.
 
 Every step that costs LM calls is recorded in the study before the next begins, so a killed round resumes:
 the round's plan (blame, chosen predictor, proposals) is study attribute `round:N`; each candidate is a
@@ -24,6 +25,7 @@ from memtrace_opt.optimizers.budget import LMBudget
 from memtrace_opt.optimizers.evaluation import CachedEvaluator
 from memtrace_opt.optimizers.evidence import build_evidence, describe
 from memtrace_opt.optimizers.examples import CaseRef
+from memtrace_opt.optimizers.local_check import LocalCase, LocalResult, check_candidate, local_cases
 from memtrace_opt.optimizers.program_io import instructions_of, with_instruction
 from memtrace_opt.optimizers.proposal import InstructionProposer
 from memtrace_opt.optimizers.records import CandidateRecord, RoundRecord
@@ -58,6 +60,7 @@ class RoundContext:
     evidence_cases: int
     system: str = ""
     predictors: Sequence[str] = ()
+    local_check: bool = True
 
 
 @dataclass
@@ -82,10 +85,13 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
     instructions = instructions_of(program)
     proposals: list[str] = []
     evidence_summary: dict[str, Any] = {}
+    checks: list[LocalCase] = []
     if chosen is not None and not ctx.budget.exhausted():
         evidence = build_evidence(chosen, instructions, evaluation, blame, ctx.evaluator.memo,
                                   max_cases=ctx.evidence_cases)
         evidence_summary = describe(evidence)
+        if ctx.local_check:
+            checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.evidence_cases)
         proposals = ctx.proposer.propose(evidence, ctx.num_candidates)
     plan = {
         "round": number,
@@ -98,6 +104,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         "proposals": proposals,
         "evidence": evidence_summary,
         "verdicts": [{**v.to_dict(), "round": number} for v in blame.verdicts],
+        "local_cases": [case.to_dict() for case in checks],
     }
     existing = ctx.ledger.get(f"round:{number}")
     if existing is not None:  # another worker sharing the study planned this round first: follow its plan
@@ -146,9 +153,13 @@ def interrupted_round(ledger: StudyLedger, number: int, program: dspy.Module, wh
     candidates = []
     for text in plan.get("proposals") or []:
         key = _key(number, chosen or "", parent, text)
-        done = ledger.finished(key, wait_seconds=0)
-        score = done.get("minibatch_score") if done is not None else ledger.partial_score(key)
-        candidates.append({"instruction": text, "minibatch_score": score})
+        attrs = ledger.finished(key, wait_seconds=0) or ledger.partial(key) or {}
+        entry: dict[str, Any] = {"instruction": text, "minibatch_score": attrs.get("minibatch_score")}
+        if attrs.get("local") is not None:
+            entry["local"] = attrs["local"]
+        if attrs.get("local_rejected"):
+            entry["why"] = attrs.get("why", "")
+        candidates.append(entry)
     return {"round": number, "chosen_predictor": chosen, "blame_counts": dict(plan.get("blame_counts") or {}),
             "candidates": candidates, "why": why}
 
@@ -164,16 +175,23 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
         return [], None, current_val, False
     parent = instructions_digest(instructions_of(program))
     current_mb = float(plan["minibatch_score"])
+    checks = [LocalCase.from_dict(case) for case in plan.get("local_cases") or []] if ctx.local_check else []
     finished: dict[int, dict[str, Any]] = {}
     handles: dict[int, TrialHandle] = {}
     scores: dict[int, float] = {}
+    locals_: dict[int, dict[str, Any]] = {}
+    rejected: dict[int, str] = {}  # candidates the local check turned down: no minibatch run
     budget_hit = False
     with contextlib.ExitStack() as stack:
         for i, text in enumerate(texts):
             key = _key(number, chosen, parent, text)
             done = ctx.ledger.finished(key)
             if done is not None:
-                finished[i], scores[i] = done, float(done.get("minibatch_score") or 0.0)
+                finished[i] = done
+                if done.get("local_rejected"):
+                    rejected[i] = str(done.get("why", ""))
+                else:
+                    scores[i] = float(done.get("minibatch_score") or 0.0)
                 continue
             prior = ctx.ledger.partial_score(key)
             if prior is None and ctx.budget.exhausted():
@@ -181,18 +199,27 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
                 break
             handle = stack.enter_context(ctx.ledger.trial(key, {"round": number, "predictor": chosen,
                                                                 "candidate": i, "instruction": text}))
+            if prior is None and checks:
+                check: LocalResult = check_candidate(program, chosen, text, checks, ctx.evaluator.task_lm)
+                locals_[i] = check.to_dict()
+                handle.set("local", locals_[i])
+                if not check.passed:
+                    handle.pruned(accepted=False, why=check.why, local_rejected=True)
+                    rejected[i] = check.why
+                    continue
             if prior is not None:
                 score = prior
             else:
                 score = ctx.evaluator.evaluate(with_instruction(program, chosen, text), minibatch).accuracy
             handle.minibatch(score)
             handles[i], scores[i] = handle, score
-        if not scores:
-            return [], None, current_val, budget_hit
-        best = max(scores, key=lambda i: (scores[i], -i))
+        best = max(scores, key=lambda i: (scores[i], -i)) if scores else None
         val: float | None = None
         accepted = False
-        if best in finished:
+        why = ""
+        if best is None:
+            pass
+        elif best in finished:
             val, accepted = finished[best].get("val_score"), bool(finished[best].get("accepted"))
             why = str(finished[best].get("why", ""))
         else:
@@ -205,22 +232,26 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
                 decision = ctx.acceptance.on_valset(current_val, val)
                 accepted, why = decision.ok, decision.why
         records: list[CandidateRecord] = []
-        for i in sorted(scores):
+        for i in sorted(scores.keys() | rejected.keys()):
             if i in finished:
                 done = finished[i]
                 records.append(CandidateRecord(texts[i], done.get("minibatch_score"), done.get("val_score"),
-                                               bool(done.get("accepted")), str(done.get("why", ""))))
+                                               bool(done.get("accepted")), str(done.get("why", "")),
+                                               done.get("local")))
+                continue
+            if i in rejected:
+                records.append(CandidateRecord(texts[i], None, None, False, rejected[i], locals_.get(i)))
                 continue
             if i == best:
-                record = CandidateRecord(texts[i], scores[i], val, accepted, why)
+                record = CandidateRecord(texts[i], scores[i], val, accepted, why, locals_.get(i))
             else:
                 record = CandidateRecord(texts[i], scores[i], None, False,
                                          f"not validated: minibatch {scores[i]:.3f} below the best candidate's "
-                                         f"{scores[best]:.3f}")
+                                         f"{max(scores.values()):.3f}", locals_.get(i))
             if record.val_score is not None:
                 handles[i].validated(record.val_score, accepted=record.accepted, why=record.why)
             else:
                 handles[i].pruned(accepted=False, why=record.why)
             records.append(record)
-    accepted_text = texts[best] if accepted else None
+    accepted_text = texts[best] if accepted and best is not None else None
     return records, accepted_text, (float(val) if accepted and val is not None else current_val), budget_hit

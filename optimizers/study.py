@@ -123,13 +123,18 @@ class StudyLedger:
                 continue
             time.sleep(2.0)
 
-    def partial_score(self, key: str) -> float | None:
-        """The minibatch score an unfinished trial for `key` recorded (a run killed mid-round), if any."""
+    def partial(self, key: str) -> dict[str, Any] | None:
+        """The user attributes of an unfinished trial for `key` (a run killed or cut short mid-round) that got
+        as far as its minibatch score, if any."""
         for trial in self._with_key(key):
-            score = trial.user_attrs.get("minibatch_score")
-            if trial.state in (TrialState.FAIL, TrialState.RUNNING) and score is not None:
-                return float(score)
+            if trial.state in (TrialState.FAIL, TrialState.RUNNING) and trial.user_attrs.get("minibatch_score") is not None:
+                return dict(trial.user_attrs)
         return None
+
+    def partial_score(self, key: str) -> float | None:
+        """The minibatch score an unfinished trial for `key` recorded, if any."""
+        attrs = self.partial(key)
+        return None if attrs is None else float(attrs["minibatch_score"])
 
     def trials_count(self) -> dict[str, int]:
         counts: dict[str, int] = {}

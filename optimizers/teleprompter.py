@@ -11,8 +11,10 @@ Examples are `make_examples(...)` examples (inputs `conversation`, `question`); 
 2. Each round: trace the next training minibatch; attribute every failure; map blamed ops to predictors
    (failures blamed on non-LM ops are counted as not fixable by prompts); choose the most blamed predictor.
 3. The reflection LM proposes K instructions for THAT predictor, from its blamed calls and correct cases.
-4. Candidates run with cached replay (only ops whose content changed reach the LM), on the minibatch
-   first; the best goes to the valset; it is accepted only if it improves the valset accuracy.
+4. A candidate for an upstream predictor is first re-run on the blamed calls themselves (the local check:
+   does its output now carry the gold answer, without losing it in correct cases?); candidates that pass
+   run with cached replay (only ops whose content changed reach the LM), on the minibatch first; the best
+   goes to the valset; it is accepted only if it improves the valset accuracy.
 5. Stop after `patience` rounds without an accepted change, `max_rounds`, when the LM-call budget (task,
    reflection and attributor calls) is spent, or after `max_seconds` of wall time (the baseline always
    completes; a round cut short by the budget is not recorded, and resumes with a larger budget).
@@ -65,7 +67,8 @@ METERED_ROLES = ("task", "reflection", "attributor")
 @dataclass(frozen=True)
 class LoopSettings:
     """Knobs of the loop. `max_lm_calls` / `max_seconds` None mean no budget; `minibatch_size` training cases
-    per round."""
+    per round; `local_check` re-runs an upstream predictor's blamed calls under each candidate before its
+    minibatch replay (`local_check.py`)."""
 
     max_rounds: int = 6
     patience: int = 2
@@ -76,6 +79,7 @@ class LoopSettings:
     seed: int = 0
     threads: int = 1
     max_seconds: float | None = None
+    local_check: bool = True
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
@@ -186,7 +190,7 @@ class MemTraceOptimizer(Teleprompter):
             acceptance=self.acceptance, attribution=self.attribution, attributor_lm=guard(self.attributor_lm),
             attribution_config=self.attribution_config, valset=val, num_candidates=self.settings.num_candidates,
             evidence_cases=self.settings.evidence_cases, system=system,
-            predictors=[name for name, _ in memory.named_predictors()],
+            predictors=[name for name, _ in memory.named_predictors()], local_check=self.settings.local_check,
         )
         baseline = ledger.get("baseline")
         if baseline is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from optfixtures import EXTRACT, FIX, add_rules, make_models, reflect
 
@@ -18,8 +20,8 @@ class Killed(BaseException):  # noqa: N818 - stands in for SIGKILL: nothing catc
 SETTINGS = LoopSettings(max_rounds=4, num_candidates=2, minibatch_size=5, patience=3)
 
 
-def run(models, planted, examples, storage):
-    opt = MemTraceOptimizer.from_models(models, settings=SETTINGS, attribution="lineage", storage=storage,
+def run(models, planted, examples, storage, settings=SETTINGS):
+    opt = MemTraceOptimizer.from_models(models, settings=settings, attribution="lineage", storage=storage,
                                         study_name="resume-test")
     return opt, opt.compile(planted, trainset=examples, valset=examples)
 
@@ -60,6 +62,7 @@ def test_resume_after_a_kill_between_rounds(tmp_path, planted, examples):
 
 def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path, planted, examples, monkeypatch):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
+    settings = replace(SETTINGS, local_check=False)  # the kill comes in candidate 2's minibatch run
 
     def dies_on_second_candidate(call: FakeCall) -> dict:
         if "Skip anything about time" in call.instruction:
@@ -69,7 +72,7 @@ def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path
     models, engine = make_models()
     engine.skills.insert(0, type(engine.skills[0])(outputs=("facts",), fn=dies_on_second_candidate, name="dies"))
     with pytest.raises(Killed):
-        run(models, planted, examples, storage)
+        run(models, planted, examples, storage, settings)
 
     evaluations: list[int] = []
     original = CachedEvaluator.evaluate
@@ -81,7 +84,7 @@ def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path
     monkeypatch.setattr(CachedEvaluator, "evaluate", counting)
     models2, _ = make_models()
     seen = []
-    opt = MemTraceOptimizer.from_models(models2, settings=SETTINGS, attribution="lineage", storage=storage,
+    opt = MemTraceOptimizer.from_models(models2, settings=settings, attribution="lineage", storage=storage,
                                         study_name="resume-test", on_round=lambda r: seen.append(len(evaluations)))
     opt.compile(planted, trainset=examples, valset=examples)
     # round 1 resumed: its plan and candidate 1's minibatch score came from the study; only candidate 2's

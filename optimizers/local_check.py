@@ -1,0 +1,223 @@
+"""The local check: does a candidate instruction repair the blamed calls, before paying for the replay?
+
+Attribution names the op call that lost each failed case's information. A candidate for an upstream
+predictor (an extraction, an update decision: anything but the op that writes the answer) is first run on
+those very calls, one LM call each, with the prompt they were shown (the recorded user message under the
+candidate's system message and demos), and on the same predictor's calls in correctly answered cases. A call
+"carries the answer" when at least half of the gold answer's tokens (normalized, stemmed) are in its parsed
+output. The candidate goes on to the minibatch replay (for Mem0's extraction: the whole write path again,
+minutes per conversation) only if it makes more blamed calls carry the answer than it makes correct cases'
+calls lose it; otherwise it is rejected for a few LM calls.
+
+    cases = local_cases(predictor, evaluation, blame, memo, answer_ops)   # in the round plan (JSON)
+    result = check_candidate(program, predictor, text, cases, lm)
+    result.passed, result.why, result.to_dict()
+
+Answer-op candidates are not checked this way: their minibatch replay re-runs only the answer calls already.
+Cases without a recorded exchange or whose gold answer has no tokens are left out; with no blamed call left
+to check, every candidate passes.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import dspy
+import networkx as nx
+
+from memtrace_opt.attribution import GraphView
+from memtrace_opt.attribution._graph import value_text
+from memtrace_opt.metrics.text import answer_tokens
+from memtrace_opt.optimizers.blame import Blame, op_seq
+from memtrace_opt.optimizers.evaluation import EvalResult
+from memtrace_opt.optimizers.memo import ReplayMemo
+from memtrace_opt.tracing import OpEvent, answer_node
+
+__all__ = ["LocalCase", "LocalResult", "local_cases", "check_candidate", "carries", "CARRY_RECALL"]
+
+log = logging.getLogger(__name__)
+
+CARRY_RECALL = 0.5  # share of the gold answer's tokens an output must hold to carry the answer
+
+
+@dataclass(frozen=True)
+class LocalCase:
+    """One recorded call of the predictor: the user message it was shown, its reply, the case's gold answer,
+    and whether attribution blamed this call (else it is a call in a correctly answered case)."""
+
+    case_id: str
+    gold: str
+    prompt: str
+    response: str
+    blamed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LocalCase:
+        return cls(str(data["case_id"]), str(data["gold"]), str(data["prompt"]), str(data["response"]),
+                   bool(data["blamed"]))
+
+
+@dataclass(frozen=True)
+class LocalResult:
+    """The check of one candidate: blamed calls it made carry the answer (`fixed`, of `blamed` that did not),
+    correct cases' calls it made lose it (`broken`, of `kept` that did), LM calls spent."""
+
+    blamed: int
+    fixed: int
+    kept: int
+    broken: int
+    lm_calls: int
+
+    @property
+    def passed(self) -> bool:
+        return self.blamed == 0 or self.fixed > self.broken
+
+    @property
+    def why(self) -> str:
+        summary = (f"{self.fixed} of {self.blamed} blamed calls now carry the gold answer, "
+                   f"{self.broken} of {self.kept} correct cases' calls lose it")
+        if self.blamed == 0:
+            return "local check skipped: no blamed call to re-run"
+        return f"local check passed: {summary}" if self.passed else f"rejected by the local check: {summary}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def carries(gold: str, text: str) -> bool:
+    """True when `text` holds at least `CARRY_RECALL` of the gold answer's distinct tokens."""
+    expected = set(answer_tokens(gold))
+    return bool(expected) and len(expected & set(answer_tokens(text))) / len(expected) >= CARRY_RECALL
+
+
+def _op_event(evaluation: EvalResult, key: str, seq: int) -> OpEvent | None:
+    return next((e for e in evaluation.traces[key].events if isinstance(e, OpEvent) and e.seq == seq), None)
+
+
+def _output_text(event: OpEvent) -> str:
+    return value_text({k: v for k, v in (event.outputs or {}).items() if k != "error"})
+
+
+def local_cases(
+    predictor: str,
+    evaluation: EvalResult,
+    blame: Blame,
+    memo: ReplayMemo,
+    *,
+    max_cases: int = 3,
+) -> list[LocalCase]:
+    """The calls a candidate for `predictor` is checked on: up to `max_cases` blamed calls and as many calls
+    in correctly answered cases (per case, the predictor's call among the answer's ancestors whose output
+    carries the gold answer, else its latest). Empty when `predictor` writes the answers (see module doc)."""
+    cases = evaluation.by_id()
+    graphs: dict[str, nx.MultiDiGraph] = {}
+
+    def graph(key: str) -> nx.MultiDiGraph:
+        if key not in graphs:
+            graphs[key] = evaluation.traces[key].graph()
+        return graphs[key]
+
+    def answers(key: str, case_id: str, seq: int) -> bool:
+        return GraphView(graph(key)).answer_op(case_id) == f"op:{seq}"
+
+    blamed: list[LocalCase] = []
+    for verdict in blame.by_predictor.get(predictor, []):
+        case, seq = cases.get(verdict.case_id), op_seq(verdict.op_id)
+        if case is None or seq is None or not answer_tokens(case.question.answer):
+            continue
+        if answers(case.conversation_key, case.case_id, seq):
+            return []  # the predictor writes the answers: its minibatch replay is already cheap
+        event = _op_event(evaluation, case.conversation_key, seq)
+        exchange = memo.exchange(event.content_key) if event is not None else None
+        if exchange is None:
+            continue
+        blamed.append(LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, True))
+        if len(blamed) >= max_cases:
+            break
+    kept: list[LocalCase] = []
+    for case in evaluation.passed():
+        if len(kept) >= max_cases or not blamed:
+            break
+        g = graph(case.conversation_key)
+        node = answer_node(case.case_id)
+        if node not in g or not answer_tokens(case.question.answer):
+            continue
+        view = GraphView(g)
+        calls = sorted((int(g.nodes[n]["seq"]) for n in nx.ancestors(g, node)
+                        if view.is_op(n) and g.nodes[n].get("predictor") == predictor), reverse=True)
+        events = [e for seq in calls if (e := _op_event(evaluation, case.conversation_key, seq)) is not None]
+        chosen = next((e for e in events if carries(case.question.answer, _output_text(e))), None)
+        chosen = chosen or (events[0] if events else None)
+        exchange = memo.exchange(chosen.content_key) if chosen is not None else None
+        if exchange is not None:
+            kept.append(LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, False))
+    return [*blamed, *kept]
+
+
+def _parsed_text(adapter: Any, signature: Any, reply: str) -> str:
+    try:
+        return value_text(adapter.parse(signature, reply))
+    except Exception:  # noqa: BLE001 - a reply that does not parse carries nothing
+        return ""
+
+
+def _reply_text(output: Any) -> str:
+    if isinstance(output, dict):
+        return str(output.get("text") or "")
+    return str(output or "")
+
+
+def check_candidate(
+    program: dspy.Module,
+    predictor: str,
+    instruction: str,
+    cases: Sequence[LocalCase],
+    lm: Any = None,
+) -> LocalResult:
+    """Re-runs each of `cases` under `instruction` for `predictor` of `program` (its demos kept), one call of
+    `lm` (default: the configured LM) per distinct prompt, and counts what the candidate fixes and breaks."""
+    target = dict(program.named_predictors())[predictor]
+    signature = target.signature.with_instructions(instruction)
+    adapter = dspy.settings.adapter or dspy.ChatAdapter()
+    head = [{"role": "system", "content": adapter.format_system_message(signature)},
+            *adapter.format_demos(signature, list(target.demos))]
+    lm = lm if lm is not None else dspy.settings.lm
+    replies: dict[str, str] = {}  # several cases blamed on one call share its re-run
+
+    def rerun(case: LocalCase) -> bool:
+        if case.prompt in replies:
+            return carries(case.gold, replies[case.prompt])
+        messages = [*head, {"role": "user", "content": case.prompt}]
+        try:
+            with warnings.catch_warnings():  # the message form is what DSPy's own adapters send (dspy is pinned)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                outputs = lm(messages=messages, **dict(target.config))  # the op's own reply cap
+            reply = _reply_text(outputs[0]) if outputs else ""
+        except Exception as error:  # noqa: BLE001 - a failed call is a call that carries nothing
+            log.warning("local check of %s on %s: the call failed: %s", predictor, case.case_id, error)
+            reply = ""
+        replies[case.prompt] = _parsed_text(adapter, signature, reply)
+        return carries(case.gold, replies[case.prompt])
+
+    def before(case: LocalCase) -> bool:
+        return carries(case.gold, _parsed_text(adapter, signature, case.response))
+
+    # blamed calls that lost the answer, then correct cases' calls that carried it; stop once the verdict is sure
+    to_fix = [c for c in cases if c.blamed and not before(c)]
+    to_keep = [c for c in cases if not c.blamed and before(c)]
+    fixed = sum(rerun(case) for case in to_fix)
+    kept = broken = 0
+    for case in to_keep if fixed else ():
+        if broken >= fixed:
+            break
+        kept += 1
+        broken += not rerun(case)
+    blamed = len(to_fix)
+    return LocalResult(blamed=blamed, fixed=fixed, kept=kept, broken=broken, lm_calls=len(replies))
