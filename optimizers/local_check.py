@@ -20,9 +20,10 @@ to check, every candidate passes.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,11 +34,12 @@ from memtrace_opt.attribution import GraphView
 from memtrace_opt.attribution._graph import value_text
 from memtrace_opt.metrics.text import answer_tokens
 from memtrace_opt.optimizers.blame import Blame, op_seq
-from memtrace_opt.optimizers.evaluation import EvalResult
-from memtrace_opt.optimizers.memo import ReplayMemo
+from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
+from memtrace_opt.optimizers.evidence import GraphCache
+from memtrace_opt.optimizers.memo import LMExchange, ReplayMemo
 from memtrace_opt.tracing import OpEvent, answer_node
 
-__all__ = ["LocalCase", "LocalResult", "local_cases", "check_candidate", "carries", "CARRY_RECALL"]
+__all__ = ["LocalCase", "LocalResult", "local_cases", "correct_calls", "check_candidate", "carries", "CARRY_RECALL"]
 
 log = logging.getLogger(__name__)
 
@@ -105,47 +107,13 @@ def _output_text(event: OpEvent) -> str:
     return value_text({k: v for k, v in (event.outputs or {}).items() if k != "error"})
 
 
-def local_cases(
-    predictor: str,
-    evaluation: EvalResult,
-    blame: Blame,
-    memo: ReplayMemo,
-    *,
-    max_cases: int = 3,
-) -> list[LocalCase]:
-    """The calls a candidate for `predictor` is checked on: up to `max_cases` blamed calls and as many calls
-    in correctly answered cases (per case, the predictor's call among the answer's ancestors whose output
-    carries the gold answer, else its latest). Empty when `predictor` writes the answers (see module doc)."""
-    cases = evaluation.by_id()
-    graphs: dict[str, nx.MultiDiGraph] = {}
-
-    def graph(key: str) -> nx.MultiDiGraph:
-        if key not in graphs:
-            graphs[key] = evaluation.traces[key].graph()
-        return graphs[key]
-
-    def answers(key: str, case_id: str, seq: int) -> bool:
-        return GraphView(graph(key)).answer_op(case_id) == f"op:{seq}"
-
-    blamed: list[LocalCase] = []
-    for verdict in blame.by_predictor.get(predictor, []):
-        case, seq = cases.get(verdict.case_id), op_seq(verdict.op_id)
-        if case is None or seq is None or not answer_tokens(case.question.answer):
-            continue
-        if answers(case.conversation_key, case.case_id, seq):
-            return []  # the predictor writes the answers: its minibatch replay is already cheap
-        event = _op_event(evaluation, case.conversation_key, seq)
-        exchange = memo.exchange(event.content_key) if event is not None else None
-        if exchange is None:
-            continue
-        blamed.append(LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, True))
-        if len(blamed) >= max_cases:
-            break
-    kept: list[LocalCase] = []
+def correct_calls(predictor: str, evaluation: EvalResult, memo: ReplayMemo) -> Iterator[tuple[CaseResult, LMExchange]]:
+    """Per correctly answered case (with a gold answer that has tokens), the predictor's call that served it:
+    among its calls that are ancestors of the answer, the latest whose output carries the gold answer, else the
+    latest; with the LM exchange recorded for it. Cases without such a call are skipped."""
+    graphs = GraphCache(evaluation)
     for case in evaluation.passed():
-        if len(kept) >= max_cases or not blamed:
-            break
-        g = graph(case.conversation_key)
+        g = graphs.get(case.conversation_key)
         node = answer_node(case.case_id)
         if node not in g or not answer_tokens(case.question.answer):
             continue
@@ -157,7 +125,39 @@ def local_cases(
         chosen = chosen or (events[0] if events else None)
         exchange = memo.exchange(chosen.content_key) if chosen is not None else None
         if exchange is not None:
-            kept.append(LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, False))
+            yield case, exchange
+
+
+def local_cases(
+    predictor: str,
+    evaluation: EvalResult,
+    blame: Blame,
+    memo: ReplayMemo,
+    *,
+    max_cases: int = 3,
+) -> list[LocalCase]:
+    """The calls a candidate for `predictor` is checked on: up to `max_cases` blamed calls and as many calls
+    in correctly answered cases (`correct_calls`). Empty when `predictor` writes the answers (module doc)."""
+    cases = evaluation.by_id()
+    graphs = GraphCache(evaluation)
+    blamed: list[LocalCase] = []
+    for verdict in blame.by_predictor.get(predictor, []):
+        case, seq = cases.get(verdict.case_id), op_seq(verdict.op_id)
+        if case is None or seq is None or not answer_tokens(case.question.answer):
+            continue
+        if GraphView(graphs.get(case.conversation_key)).answer_op(case.case_id) == f"op:{seq}":
+            return []  # the predictor writes the answers: its minibatch replay is already cheap
+        event = _op_event(evaluation, case.conversation_key, seq)
+        exchange = memo.exchange(event.content_key) if event is not None else None
+        if exchange is None:
+            continue
+        blamed.append(LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, True))
+        if len(blamed) >= max_cases:
+            break
+    if not blamed:
+        return []
+    kept = [LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, False)
+            for case, exchange in itertools.islice(correct_calls(predictor, evaluation, memo), max_cases)]
     return [*blamed, *kept]
 
 
@@ -180,14 +180,15 @@ def check_candidate(
     instruction: str,
     cases: Sequence[LocalCase],
     lm: Any = None,
+    demos: Sequence[Mapping[str, Any]] | None = None,
 ) -> LocalResult:
-    """Re-runs each of `cases` under `instruction` for `predictor` of `program` (its demos kept), one call of
+    """Re-runs each of `cases` under `instruction` for `predictor` of `program` (with `demos`, default its own), one call of
     `lm` (default: the configured LM) per distinct prompt, and counts what the candidate fixes and breaks."""
     target = dict(program.named_predictors())[predictor]
     signature = target.signature.with_instructions(instruction)
     adapter = dspy.settings.adapter or dspy.ChatAdapter()
     head = [{"role": "system", "content": adapter.format_system_message(signature)},
-            *adapter.format_demos(signature, list(target.demos))]
+            *adapter.format_demos(signature, [dict(d) for d in (target.demos if demos is None else demos)])]
     lm = lm if lm is not None else dspy.settings.lm
     replies: dict[str, str] = {}  # several cases blamed on one call share its re-run
 

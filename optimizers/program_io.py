@@ -9,6 +9,7 @@ which `load_optimized` uses to rebuild the right program; plain DSPy ignores it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ __all__ = [
     "instructions_of",
     "with_instruction",
     "changed_predictors",
+    "changed_prompts",
+    "demos_of",
     "prompt_changes",
     "system_name",
     "save_program",
@@ -36,21 +39,36 @@ def instructions_of(program: dspy.Module) -> dict[str, str]:
     return {name: predictor.signature.instructions for name, predictor in program.named_predictors()}
 
 
-def with_instruction(program: dspy.Module, predictor: str, text: str) -> dspy.Module:
-    """A deep copy of `program` whose predictor `predictor` has instruction `text`; nothing else changes."""
+def with_instruction(program: dspy.Module, predictor: str, text: str,
+                     demos: Sequence[Mapping[str, Any]] | None = None) -> dspy.Module:
+    """A deep copy of `program` whose predictor `predictor` has instruction `text` (and, when `demos` is given,
+    exactly those demos); nothing else changes."""
     copied = program.deepcopy()
     predictors = dict(copied.named_predictors())
     if predictor not in predictors:
         raise ConfigError(f"no predictor named {predictor!r}; the program has: {', '.join(sorted(predictors))}")
     target = predictors[predictor]
     target.signature = target.signature.with_instructions(text)
+    if demos is not None:
+        target.demos = [dspy.Example(**demo) for demo in demos]
     return copied
+
+
+def demos_of(program: dspy.Module) -> dict[str, list[dict[str, Any]]]:
+    """Predictor name -> its demos as plain dicts."""
+    return {name: [dict(demo) for demo in predictor.demos] for name, predictor in program.named_predictors()}
 
 
 def changed_predictors(before: dspy.Module, after: dspy.Module) -> list[str]:
     """Names of predictors whose instruction differs between two programs of the same shape."""
     old, new = instructions_of(before), instructions_of(after)
     return sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
+
+
+def changed_prompts(before: dspy.Module, after: dspy.Module) -> list[str]:
+    """Names of predictors whose prompt (instruction or demos) differs between two programs of the same shape."""
+    old, new = demos_of(before), demos_of(after)
+    return sorted(set(changed_predictors(before, after)) | {n for n in old.keys() | new.keys() if old.get(n) != new.get(n)})
 
 
 def prompt_changes(before: dspy.Module, after: dspy.Module) -> list[str]:

@@ -6,7 +6,9 @@
      lm_calls, seconds}
 
 A candidate for an upstream predictor carries `local: {blamed, fixed, kept, broken, lm_calls}`, its local check
-(`local_check.py`); one the check rejected has no minibatch score.
+(`local_check.py`); one the check rejected has no minibatch score. The demos candidate (the current instruction
+with worked examples from the predictor's own correct calls, `demos.py`) carries `demos`: the predictor's whole
+demo list if it is accepted, one dict of field values per demo.
 
 `lm_calls` is the metered LM calls the round spent (task, reflection, attributor), `seconds` its wall time. A
 round the budget cut short is not among the rounds (it resumes with a larger budget); the manifest's
@@ -33,16 +35,21 @@ class CandidateRecord:
     accepted: bool
     why: str
     local: dict[str, Any] | None = None  # the local check's counts, for a candidate that had one
+    demos: list[dict[str, Any]] | None = None  # the predictor's whole demo list, for a demos candidate
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "instruction": self.instruction,
             "minibatch_score": self.minibatch_score,
             "val_score": self.val_score,
             "accepted": self.accepted,
             "why": self.why,
         }
-        return {**out, "local": dict(self.local)} if self.local is not None else out
+        if self.local is not None:
+            out["local"] = dict(self.local)
+        if self.demos is not None:
+            out["demos"] = [dict(d) for d in self.demos]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CandidateRecord:
@@ -53,6 +60,7 @@ class CandidateRecord:
             accepted=bool(data.get("accepted", False)),
             why=str(data.get("why", "")),
             local=dict(data["local"]) if data.get("local") is not None else None,
+            demos=[dict(d) for d in data["demos"]] if data.get("demos") is not None else None,
         )
 
 
@@ -72,6 +80,11 @@ class RoundRecord:
     @property
     def accepted_instruction(self) -> str | None:
         return next((c.instruction for c in self.candidates if c.accepted), None)
+
+    @property
+    def accepted_demos(self) -> list[dict[str, Any]] | None:
+        """The demos the accepted candidate set (None: it changed the instruction only)."""
+        return next((c.demos for c in self.candidates if c.accepted), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {

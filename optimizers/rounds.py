@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -22,11 +23,12 @@ import dspy
 from memtrace_opt.optimizers.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.blame import attribute_failures
 from memtrace_opt.optimizers.budget import LMBudget
+from memtrace_opt.optimizers.demos import predictor_demos
 from memtrace_opt.optimizers.evaluation import CachedEvaluator
 from memtrace_opt.optimizers.evidence import build_evidence, describe
 from memtrace_opt.optimizers.examples import CaseRef
 from memtrace_opt.optimizers.local_check import LocalCase, LocalResult, check_candidate, local_cases
-from memtrace_opt.optimizers.program_io import instructions_of, with_instruction
+from memtrace_opt.optimizers.program_io import demos_of, instructions_of, with_instruction
 from memtrace_opt.optimizers.proposal import InstructionProposer
 from memtrace_opt.optimizers.records import CandidateRecord, RoundRecord
 from memtrace_opt.optimizers.selection import ModuleSelector, RoundOutcome
@@ -61,6 +63,7 @@ class RoundContext:
     system: str = ""
     predictors: Sequence[str] = ()
     local_check: bool = True
+    max_demos: int = 0
 
 
 @dataclass
@@ -86,6 +89,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
     proposals: list[str] = []
     evidence_summary: dict[str, Any] = {}
     checks: list[LocalCase] = []
+    demos: list[dict[str, Any]] = []
     if chosen is not None and not ctx.budget.exhausted():
         evidence = build_evidence(chosen, instructions, evaluation, blame, ctx.evaluator.memo,
                                   max_cases=ctx.evidence_cases)
@@ -93,6 +97,9 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         if ctx.local_check:
             checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.evidence_cases)
         proposals = ctx.proposer.propose(evidence, ctx.num_candidates)
+        if ctx.max_demos > 0:
+            new_demos = predictor_demos(program, chosen, evaluation, ctx.evaluator.memo, max_demos=ctx.max_demos)
+            demos = [*demos_of(program)[chosen], *new_demos] if new_demos else []
     plan = {
         "round": number,
         "minibatch": [case.case_id for case in minibatch],
@@ -105,6 +112,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         "evidence": evidence_summary,
         "verdicts": [{**v.to_dict(), "round": number} for v in blame.verdicts],
         "local_cases": [case.to_dict() for case in checks],
+        "demos": demos,
     }
     existing = ctx.ledger.get(f"round:{number}")
     if existing is not None:  # another worker sharing the study planned this round first: follow its plan
@@ -124,8 +132,8 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
         by_id = {case.case_id: case for case in minibatch}
         minibatch = [by_id[i] for i in plan["minibatch"] if i in by_id] or list(minibatch)
     chosen: str | None = plan["chosen_predictor"]
-    candidates, accepted_text, new_val, budget_hit = _candidates(ctx, number, plan, program, current_val, minibatch)
-    new_program = with_instruction(program, chosen, accepted_text) if (chosen and accepted_text) else program
+    candidates, accepted, new_val, budget_hit = _candidates(ctx, number, plan, program, current_val, minibatch)
+    new_program = with_instruction(program, chosen, *accepted) if (chosen and accepted) else program
     record = RoundRecord(
         round=number,
         blame_counts=dict(plan["blame_counts"]),
@@ -133,7 +141,7 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
         chosen_predictor=chosen,
         previous_instruction=plan["previous_instruction"],
         candidates=candidates,
-        accepted=accepted_text is not None,
+        accepted=accepted is not None,
         val_accuracy=new_val,
         lm_calls=ctx.budget.spent() - spent_before,
         seconds=time.perf_counter() - started,
@@ -151,10 +159,12 @@ def interrupted_round(ledger: StudyLedger, number: int, program: dspy.Module, wh
     chosen = plan.get("chosen_predictor")
     parent = instructions_digest(instructions_of(program))
     candidates = []
-    for text in plan.get("proposals") or []:
-        key = _key(number, chosen or "", parent, text)
+    for text, demos in _plan_candidates(plan):
+        key = _key(number, chosen or "", parent, text, demos)
         attrs = ledger.finished(key, wait_seconds=0) or ledger.partial(key) or {}
         entry: dict[str, Any] = {"instruction": text, "minibatch_score": attrs.get("minibatch_score")}
+        if demos is not None:
+            entry["demos"] = len(demos)
         if attrs.get("local") is not None:
             entry["local"] = attrs["local"]
         if attrs.get("local_rejected"):
@@ -164,14 +174,26 @@ def interrupted_round(ledger: StudyLedger, number: int, program: dspy.Module, wh
             "candidates": candidates, "why": why}
 
 
-def _key(number: int, chosen: str, parent: str, text: str) -> str:
-    return f"r{number}:{chosen}:{parent}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+Candidate = tuple[str, list[dict[str, Any]] | None]  # an instruction, and the demo list it sets (None: kept)
+
+
+def _plan_candidates(plan: dict[str, Any]) -> list[Candidate]:
+    """The round's candidates: each proposal, then the current instruction with demos if the plan has some."""
+    out: list[Candidate] = [(text, None) for text in plan.get("proposals") or []]
+    if plan.get("demos") and plan.get("previous_instruction") is not None:
+        out.append((str(plan["previous_instruction"]), [dict(d) for d in plan["demos"]]))
+    return out
+
+
+def _key(number: int, chosen: str, parent: str, text: str, demos: list[dict[str, Any]] | None = None) -> str:
+    content = text if demos is None else text + "\x1f" + json.dumps(demos, sort_keys=True, ensure_ascii=False)
+    return f"r{number}:{chosen}:{parent}:{hashlib.sha256(content.encode()).hexdigest()[:16]}"
 
 
 def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: dspy.Module, current_val: float,
-                minibatch: Sequence[CaseRef]) -> tuple[list[CandidateRecord], str | None, float, bool]:
-    chosen, texts = plan["chosen_predictor"], list(plan["proposals"])
-    if not chosen or not texts:
+                minibatch: Sequence[CaseRef]) -> tuple[list[CandidateRecord], Candidate | None, float, bool]:
+    chosen, candidates = plan["chosen_predictor"], _plan_candidates(plan)
+    if not chosen or not candidates:
         return [], None, current_val, False
     parent = instructions_digest(instructions_of(program))
     current_mb = float(plan["minibatch_score"])
@@ -183,8 +205,8 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
     rejected: dict[int, str] = {}  # candidates the local check turned down: no minibatch run
     budget_hit = False
     with contextlib.ExitStack() as stack:
-        for i, text in enumerate(texts):
-            key = _key(number, chosen, parent, text)
+        for i, (text, demos) in enumerate(candidates):
+            key = _key(number, chosen, parent, text, demos)
             done = ctx.ledger.finished(key)
             if done is not None:
                 finished[i] = done
@@ -197,10 +219,11 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             if prior is None and ctx.budget.exhausted():
                 budget_hit = True
                 break
-            handle = stack.enter_context(ctx.ledger.trial(key, {"round": number, "predictor": chosen,
-                                                                "candidate": i, "instruction": text}))
+            attrs = {"round": number, "predictor": chosen, "candidate": i, "instruction": text,
+                     **({"demos": len(demos)} if demos is not None else {})}
+            handle = stack.enter_context(ctx.ledger.trial(key, attrs))
             if prior is None and checks:
-                check: LocalResult = check_candidate(program, chosen, text, checks, ctx.evaluator.task_lm)
+                check: LocalResult = check_candidate(program, chosen, text, checks, ctx.evaluator.task_lm, demos)
                 locals_[i] = check.to_dict()
                 handle.set("local", locals_[i])
                 if not check.passed:
@@ -210,7 +233,7 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             if prior is not None:
                 score = prior
             else:
-                score = ctx.evaluator.evaluate(with_instruction(program, chosen, text), minibatch).accuracy
+                score = ctx.evaluator.evaluate(with_instruction(program, chosen, text, demos), minibatch).accuracy
             handle.minibatch(score)
             handles[i], scores[i] = handle, score
         best = max(scores, key=lambda i: (scores[i], -i)) if scores else None
@@ -228,30 +251,31 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             if gate.ok and ctx.budget.exhausted():
                 why, budget_hit = "not validated: the LM-call budget is spent", True
             elif gate.ok:
-                val = ctx.evaluator.evaluate(with_instruction(program, chosen, texts[best]), ctx.valset).accuracy
+                val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[best]), ctx.valset).accuracy
                 decision = ctx.acceptance.on_valset(current_val, val)
                 accepted, why = decision.ok, decision.why
         records: list[CandidateRecord] = []
         for i in sorted(scores.keys() | rejected.keys()):
+            text, demos = candidates[i]
             if i in finished:
                 done = finished[i]
-                records.append(CandidateRecord(texts[i], done.get("minibatch_score"), done.get("val_score"),
+                records.append(CandidateRecord(text, done.get("minibatch_score"), done.get("val_score"),
                                                bool(done.get("accepted")), str(done.get("why", "")),
-                                               done.get("local")))
+                                               done.get("local"), demos))
                 continue
             if i in rejected:
-                records.append(CandidateRecord(texts[i], None, None, False, rejected[i], locals_.get(i)))
+                records.append(CandidateRecord(text, None, None, False, rejected[i], locals_.get(i), demos))
                 continue
             if i == best:
-                record = CandidateRecord(texts[i], scores[i], val, accepted, why, locals_.get(i))
+                record = CandidateRecord(text, scores[i], val, accepted, why, locals_.get(i), demos)
             else:
-                record = CandidateRecord(texts[i], scores[i], None, False,
+                record = CandidateRecord(text, scores[i], None, False,
                                          f"not validated: minibatch {scores[i]:.3f} below the best candidate's "
-                                         f"{max(scores.values()):.3f}", locals_.get(i))
+                                         f"{max(scores.values()):.3f}", locals_.get(i), demos)
             if record.val_score is not None:
                 handles[i].validated(record.val_score, accepted=record.accepted, why=record.why)
             else:
                 handles[i].pruned(accepted=False, why=record.why)
             records.append(record)
-    accepted_text = texts[best] if accepted and best is not None else None
-    return records, accepted_text, (float(val) if accepted and val is not None else current_val), budget_hit
+    chosen_candidate = candidates[best] if accepted and best is not None else None
+    return records, chosen_candidate, (float(val) if accepted and val is not None else current_val), budget_hit

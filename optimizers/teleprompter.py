@@ -14,11 +14,12 @@ Examples are `make_examples(...)` examples (inputs `conversation`, `question`); 
 4. A candidate for an upstream predictor is first re-run on the blamed calls themselves (the local check:
    does its output now carry the gold answer, without losing it in correct cases?); candidates that pass
    run with cached replay (only ops whose content changed reach the LM), on the minibatch first; the best
-   goes to the valset; it is accepted only if it improves the valset accuracy.
+   goes to the valset; it is accepted only if it improves the valset accuracy. One more candidate per round
+   keeps the instruction and gives the predictor worked examples from its own correct calls (`max_demos`).
 5. Stop after `patience` rounds without an accepted change, `max_rounds`, when the LM-call budget (task,
    reflection and attributor calls) is spent, or after `max_seconds` of wall time (the baseline always
    completes; a round cut short by the budget is not recorded, and resumes with a larger budget).
-Invariant: an accepted step changes the instructions of exactly one predictor (asserted).
+Invariant: an accepted step changes the prompt (instruction, or demos) of exactly one predictor (asserted).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from memtrace_opt.optimizers.examples import CaseRef, case_refs
 from memtrace_opt.optimizers.memo import ReplayMemo, lm_name
 from memtrace_opt.optimizers.metric import AnswerMetric
 from memtrace_opt.optimizers.program_io import (
-    changed_predictors,
+    changed_prompts,
     instructions_of,
     system_name,
     with_instruction,
@@ -68,7 +69,8 @@ METERED_ROLES = ("task", "reflection", "attributor")
 class LoopSettings:
     """Knobs of the loop. `max_lm_calls` / `max_seconds` None mean no budget; `minibatch_size` training cases
     per round; `local_check` re-runs an upstream predictor's blamed calls under each candidate before its
-    minibatch replay (`local_check.py`)."""
+    minibatch replay (`local_check.py`); `max_demos` > 0 adds one candidate per round, the current instruction
+    with up to that many worked examples from the predictor's own correct calls (`demos.py`)."""
 
     max_rounds: int = 6
     patience: int = 2
@@ -80,10 +82,13 @@ class LoopSettings:
     threads: int = 1
     max_seconds: float | None = None
     local_check: bool = True
+    max_demos: int = 2
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
             raise ConfigError("optimizer: max_rounds, patience, num_candidates and minibatch_size must be >= 1")
+        if self.max_demos < 0:
+            raise ConfigError(f"optimizer: max_demos must be >= 0, got {self.max_demos}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -191,6 +196,7 @@ class MemTraceOptimizer(Teleprompter):
             attribution_config=self.attribution_config, valset=val, num_candidates=self.settings.num_candidates,
             evidence_cases=self.settings.evidence_cases, system=system,
             predictors=[name for name, _ in memory.named_predictors()], local_check=self.settings.local_check,
+            max_demos=self.settings.max_demos,
         )
         baseline = ledger.get("baseline")
         if baseline is None:
@@ -212,7 +218,8 @@ class MemTraceOptimizer(Teleprompter):
             if done is not None:
                 record = RoundRecord.from_dict(done)
                 if record.accepted and record.chosen_predictor and record.accepted_instruction is not None:
-                    program = with_instruction(program, record.chosen_predictor, record.accepted_instruction)
+                    program = with_instruction(program, record.chosen_predictor, record.accepted_instruction,
+                                               record.accepted_demos)
                     current_val = record.val_accuracy
                 plan = ledger.get(f"round:{number}") or {}
                 verdicts.extend(plan.get("verdicts") or [])
@@ -232,7 +239,7 @@ class MemTraceOptimizer(Teleprompter):
                     break
                 record, program, budget_hit = outcome.record, outcome.program, outcome.budget_hit
                 if record.accepted:
-                    changed = changed_predictors(before, program)
+                    changed = changed_prompts(before, program)
                     assert changed == [record.chosen_predictor], f"an accepted step changed {changed}"
                     current_val = record.val_accuracy
                 verdicts.extend(outcome.verdicts)

@@ -229,6 +229,14 @@ def _view_payload(graph: nx.MultiDiGraph, view: QuestionView, sample: str) -> di
 
 
 # optimize runs -------------------------------------------------------------------------------------------
+
+def _demo_count(candidate: dict[str, Any]) -> int | None:
+    """How many demos a candidate sets (the page shows the count, not the worked examples), None: none."""
+    demos = candidate.get("demos")
+    if isinstance(demos, list):
+        return len(demos)
+    return int(demos) if isinstance(demos, int) else None
+
 def _optimize(manifest: dict[str, Any]) -> dict[str, Any] | None:
     rounds = [r for r in manifest.get("rounds") or [] if isinstance(r, dict)]
     cut = (manifest.get("optimizer") or {}).get("interrupted")
@@ -251,10 +259,10 @@ def _optimize(manifest: dict[str, Any]) -> dict[str, Any] | None:
         if r.get("accepted") and chosen is not None:
             old, new = str(r.get("previous_instruction") or ""), str(chosen.get("instruction") or "")
             diffs.append({"round": r.get("round"), "predictor": r.get("chosen_predictor"),
-                          "html": word_diff_html(old, new)})
+                          "html": word_diff_html(old, new), "demos": _demo_count(chosen)})
     return {
         "baseline": baseline,
-        "rounds": [{**r, "candidates": [{**c, "instruction": clip(c.get("instruction"))}
+        "rounds": [{**r, "candidates": [{**c, "instruction": clip(c.get("instruction")), "demos": _demo_count(c)}
                                         for c in r.get("candidates") or [] if isinstance(c, dict)],
                     "previous_instruction": clip(r.get("previous_instruction"))} for r in rounds],
         "plot": accuracy_plot_svg(points),

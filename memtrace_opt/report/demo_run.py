@@ -360,7 +360,18 @@ def _manifest(optimize: bool) -> dict[str, Any]:
              "previous_instruction": EXTRACT_INSTRUCTION,
              "candidates": [
                  {"instruction": EXTRACT_INSTRUCTION + " Always keep dated events with their absolute date.",
-                  "minibatch_score": 0.5, "val_score": 0.34, "accepted": False, "why": "val 0.34 <= 0.36"},
+                  "minibatch_score": 0.5, "val_score": 0.34, "accepted": False, "why": "val 0.34 <= 0.36",
+                  "local": {"blamed": 2, "fixed": 2, "kept": 1, "broken": 0, "lm_calls": 3}},
+                 {"instruction": "Write short notes.", "minibatch_score": None, "val_score": None,
+                  "accepted": False, "why": "rejected by the local check: 0 of 2 blamed calls now carry the gold "
+                  "answer, 0 of 0 correct cases' calls lose it",
+                  "local": {"blamed": 2, "fixed": 0, "kept": 0, "broken": 0, "lm_calls": 2}},
+                 {"instruction": EXTRACT_INSTRUCTION, "minibatch_score": 0.25, "val_score": None, "accepted": False,
+                  "why": "rejected: minibatch 0.250 does not beat the current 0.500",
+                  "local": {"blamed": 2, "fixed": 1, "kept": 1, "broken": 0, "lm_calls": 3},
+                  "demos": [{"session_date": "8 May 2023", "earlier_messages": "(none)",
+                             "new_messages": "Caroline: I went to a LGBTQ support group yesterday.",
+                             "facts": '["Caroline went to an LGBTQ support group on 7 May 2023."]'}]},
              ],
              "accepted": False, "val_accuracy": 0.36, "lm_calls": 88},
         ]

@@ -71,7 +71,7 @@ def test_manifest_has_the_report_shape(fake_models, planted, examples):
     assert set(part["baseline"]) == {"val_accuracy"}
     assert part["rounds"] and all(set(r) == ROUND_KEYS for r in part["rounds"])
     for record in part["rounds"]:
-        assert all(set(c) - {"local"} == CANDIDATE_KEYS for c in record["candidates"])  # local: upstream only
+        assert all(set(c) - {"local", "demos"} == CANDIDATE_KEYS for c in record["candidates"])  # optional keys
         assert sum(c["accepted"] for c in record["candidates"]) == int(record["accepted"])
         assert RoundRecord.from_dict(record).to_dict() == record
 
@@ -116,7 +116,7 @@ def test_time_budget_stops_after_the_baseline(fake_models, planted, examples):
 
 def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, planted, examples):
     models, _ = fake_models
-    opt = optimizer(models, max_rounds=6, max_lm_calls=27)  # the budget ends while round 1 validates
+    opt = optimizer(models, max_rounds=6, max_lm_calls=27, max_demos=0)  # the budget ends while round 1 validates
     opt.compile(planted, trainset=examples, valset=examples)
     result = opt.result
     assert result.stop_reason == "budget" and result.rounds == []

@@ -87,4 +87,7 @@ def test_optimization_rounds_and_accepted_diff_render(chromium: str, report_page
         assert "DELETE only when" in _text(browser, "#optimize ins.diff-ins")
         cut = _text(browser, "#optimize .interrupted")  # the round the budget cut short, as far as it got
         assert "round 3 cut short" in cut and "minibatch 0.5" in cut and "not evaluated" in cut
+        rounds = _text(browser, "#optimize .rounds")  # round 2's local checks and its demos candidate
+        assert "local: fixed 2/2, lost 0/1" in rounds and "rejected by the local check" in rounds
+        assert "+1 demo" in rounds
         assert browser.page_errors == []

@@ -65,6 +65,10 @@ def test_payload_lists_failed_questions_with_verdicts_views_and_rounds(demo_run:
     assert len(optimize["diffs"]) == 1 and optimize["diffs"][0]["predictor"] == "update_decision.predict"
     assert "<ins" in optimize["diffs"][0]["html"] and "DELETE only when" in DECIDE_INSTRUCTION_V2
     assert optimize["plot"].startswith("<svg") and optimize["plot"].count('class="pt') == 3
+    local, rejected, with_demos = optimize["rounds"][1]["candidates"]
+    assert local["local"]["fixed"] == 2 and local["demos"] is None
+    assert rejected["why"].startswith("rejected by the local check") and rejected["minibatch_score"] is None
+    assert with_demos["demos"] == 1  # the page gets the count, not the worked examples
 
 
 def test_summary_reads_both_accuracy_shapes(demo_run: Path) -> None:

@@ -525,6 +525,8 @@
           return h("div", { cls: "cand-row" },
             h("div", { cls: "row" }, plain("#" + (i + 1)), cd.accepted ? plain("accepted", "ok") : plain("rejected", "no"),
               plain("minibatch " + num(cd.minibatch_score, 3)), plain("val " + num(cd.val_score, 3)),
+              cd.demos ? plain("+" + cd.demos + " demo" + (cd.demos === 1 ? "" : "s")) : null,
+              cd.local ? plain("local: fixed " + cd.local.fixed + "/" + cd.local.blamed + ", lost " + cd.local.broken + "/" + cd.local.kept) : null,
               cd.why ? h("span", { cls: "meta", text: cd.why }) : null),
             textBlock(cd.instruction, 400));
         })))));
@@ -539,7 +541,9 @@
         (cut.candidates || []).map(function (cd, i) {
           return h("div", { cls: "cand-row" },
             h("div", { cls: "row" }, plain("#" + (i + 1)),
-              plain(cd.minibatch_score === null || cd.minibatch_score === undefined ? "not evaluated" : "minibatch " + num(cd.minibatch_score, 3))),
+              plain(cd.minibatch_score === null || cd.minibatch_score === undefined ? "not evaluated" : "minibatch " + num(cd.minibatch_score, 3)),
+              cd.demos ? plain("+" + cd.demos + " demo" + (cd.demos === 1 ? "" : "s")) : null,
+              cd.why ? h("span", { cls: "meta", text: cd.why }) : null),
             textBlock(cd.instruction, 400));
         })));
     }
@@ -547,16 +551,17 @@
     root.appendChild(top);
     root.appendChild(rounds);
     if (O.diffs.length) {
-      var diffs = h("div", { cls: "panel" }, h("h3", { text: "Accepted instruction changes" }));
+      var diffs = h("div", { cls: "panel" }, h("h3", { text: "Accepted prompt changes" }));
       O.diffs.forEach(function (d) {
         var box = h("div", { cls: "diff" });
         box.innerHTML = d.html;  // word diff built in Python, every piece escaped
         diffs.appendChild(h("div", { style: "margin-bottom:12px" }, h("div", { cls: "row", style: "margin-bottom:6px" },
-          plain("round " + d.round), h("span", { cls: "mono", text: d.predictor || "" })), box));
+          plain("round " + d.round), h("span", { cls: "mono", text: d.predictor || "" }),
+          d.demos ? plain("+" + d.demos + " demo" + (d.demos === 1 ? "" : "s") + " from its correct calls") : null), box));
       });
       top.appendChild(diffs);
     } else {
-      top.appendChild(h("div", { cls: "panel empty", text: "No instruction change was accepted." }));
+      top.appendChild(h("div", { cls: "panel empty", text: "No prompt change was accepted." }));
     }
   }
 

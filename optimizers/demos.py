@@ -1,0 +1,88 @@
+"""Worked examples for the blamed predictor, taken from its own calls in correctly answered cases.
+
+Besides the reflection LM's instructions, each round may try one more candidate for the chosen predictor: its
+current instruction with up to N demos, each one of its recorded calls that served a correct answer (the
+call whose output carried the gold answer, see `local_check.correct_calls`). A demo is the call's input
+fields, read back from the user message the adapter wrote (`[[ ## field ## ]]` sections; a string value is
+shown verbatim when DSPy formats a demo), and its output fields, read back from the reply the same way. Only
+the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the program is untouched.
+
+    demos = predictor_demos(program, "answer.predict", evaluation, memo, max_demos=2)
+    with_instruction(program, "answer.predict", text, demos)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import dspy
+
+from memtrace_opt.optimizers.evaluation import EvalResult
+from memtrace_opt.optimizers.local_check import correct_calls
+from memtrace_opt.optimizers.memo import ReplayMemo
+
+__all__ = ["predictor_demos", "demo_from_exchange", "DEMO_CHARS"]
+
+DEMO_CHARS = 6000  # a longer call (a whole transcript) would crowd the context window as a demo
+_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
+_ADAPTER_TAIL = "\n\nRespond with "
+
+
+def _sections(text: str) -> dict[str, str]:
+    """Field name -> value of the `[[ ## name ## ]]` sections of an adapter message, values stripped."""
+    marks = list(_HEADER.finditer(text))
+    out: dict[str, str] = {}
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        out[mark.group(1)] = text[mark.end():end].strip()
+    return out
+
+
+def demo_from_exchange(signature: Any, prompt: str, response: str) -> dict[str, str] | None:
+    """The demo (input and output field values as text) of one recorded call, or None when a field is missing."""
+    head, tail, _ = prompt.rpartition(_ADAPTER_TAIL)
+    inputs = _sections(head if tail else prompt)
+    outputs = _sections(response)
+    demo: dict[str, str] = {}
+    for name in signature.input_fields:
+        if name not in inputs:
+            return None
+        demo[name] = inputs[name]
+    for name in signature.output_fields:
+        if not outputs.get(name):
+            return None
+        demo[name] = outputs[name]
+    return demo
+
+
+def predictor_demos(
+    program: dspy.Module,
+    predictor: str,
+    evaluation: EvalResult,
+    memo: ReplayMemo,
+    *,
+    max_demos: int = 2,
+    max_chars: int = DEMO_CHARS,
+    exclude: Sequence[dict[str, str]] = (),
+) -> list[dict[str, str]]:
+    """Up to `max_demos` demos for `predictor` from its calls in `evaluation`'s correct cases (distinct calls,
+    none longer than `max_chars`, none already among `exclude` or the predictor's demos)."""
+    if max_demos < 1:
+        return []
+    signature = dict(program.named_predictors())[predictor].signature
+    existing = [dict(d) for d in dict(program.named_predictors())[predictor].demos]
+    demos: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for _, exchange in correct_calls(predictor, evaluation, memo):
+        if exchange.prompt in seen or len(exchange.prompt) + len(exchange.response) > max_chars:
+            continue
+        seen.add(exchange.prompt)
+        demo = demo_from_exchange(signature, exchange.prompt, exchange.response)
+        if demo is None or demo in existing or demo in exclude:
+            continue
+        demos.append(demo)
+        if len(demos) >= max_demos:
+            break
+    return demos

@@ -1,0 +1,95 @@
+"""The demos candidate: the blamed predictor's current instruction with worked examples from its own correct
+calls, read back from the recorded messages; accepted like any candidate, and only on that predictor."""
+
+from __future__ import annotations
+
+import dspy
+from optfixtures import ANSWER, DECIDE, EXTRACT, add_rules, reflect
+
+from memtrace_opt.lm import ModelRoles, Models
+from memtrace_opt.lm.roles import ModelSpec
+from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator, LoopSettings, MemTraceOptimizer, case_refs
+from memtrace_opt.optimizers.demos import demo_from_exchange, predictor_demos
+from memtrace_opt.optimizers.metric import AnswerMetric as Metric
+from memtrace_opt.optimizers.program_io import demos_of, instructions_of, load_optimized, save_program
+from memtrace_opt.programs.mem0 import Mem0Memory
+from memtrace_opt.testing import FakeCall, FakeEngine, Skill
+from memtrace_opt.testing.skills import answer, default_skills
+
+
+def shy_answer(call: FakeCall) -> dict:
+    """Answers "What ..." questions; the others only when the prompt carries worked examples (demos)."""
+    shown_examples = len(call.messages) > 2
+    if shown_examples or call.inputs.get("question", "").startswith("What"):
+        return answer(call)
+    return {"answer": "I don't know"}
+
+
+def shy_models() -> tuple[Models, FakeEngine]:
+    engine = FakeEngine(skills=[Skill(("new_instruction",), reflect, name="reflect"),
+                                Skill(("rules",), add_rules, name="add-rules"),
+                                Skill(("answer",), shy_answer, name="answer"), *default_skills()])
+    return Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine), engine
+
+
+def test_a_demo_is_read_back_from_the_recorded_call_and_formats_to_the_same_message(examples):
+    models, _ = shy_models()
+    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task)
+    program = Mem0Memory()
+    evaluation = evaluator.evaluate(program, case_refs(examples))
+    demos = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=2)
+    assert len(demos) == 2
+    signature = dict(program.named_predictors())[ANSWER].signature
+    passed = {c.question.question: c for c in evaluation.passed()}
+    for demo in demos:
+        assert set(demo) == set(signature.input_fields) | set(signature.output_fields)
+        assert demo["question"] in passed and passed[demo["question"]].question.answer.lower() in demo["answer"].lower()
+        user, assistant = dspy.ChatAdapter().format_demos(signature, [demo])
+        assert "[[ ## question ## ]]\n" + demo["question"] in user["content"]
+        assert assistant["content"].startswith("[[ ## answer ## ]]\n" + demo["answer"])
+    assert demo_from_exchange(signature, "[[ ## question ## ]]\nWhat?", "[[ ## answer ## ]]\nx") is None  # no context
+    assert demo_from_exchange(signature, "[[ ## context ## ]]\nc\n\n[[ ## question ## ]]\nq\n\nRespond with x",
+                              "no fields") is None
+    parsed = demo_from_exchange(signature, "[[ ## context ## ]]\nc\n\n[[ ## question ## ]]\nq\n\nRespond with x",
+                                "[[ ## answer ## ]]\na\n\n[[ ## completed ## ]]")
+    assert parsed == {"context": "c", "question": "q", "answer": "a"}  # the adapter's reminder is not an input
+    assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=0) == []
+    assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_chars=10) == []  # too long
+
+
+def test_the_loop_gives_only_the_blamed_predictor_demos_when_they_win(examples, tmp_path):
+    models, engine = shy_models()
+    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings(max_rounds=2, num_candidates=2,
+                                                                      minibatch_size=9, max_demos=2),
+                                        attribution="lineage")
+    student = Mem0Memory()
+    optimized = opt.compile(student, trainset=examples, valset=examples)
+    first = opt.result.rounds[0]
+    assert first.chosen_predictor == ANSWER and first.accepted
+    winner = next(c for c in first.candidates if c.accepted)
+    assert winner.instruction == first.previous_instruction and len(winner.demos) == 2  # the demos candidate
+    assert all(c.demos is None for c in first.candidates if c is not winner)  # the proposals change text only
+    assert first.val_accuracy > opt.result.baseline_val
+    assert instructions_of(optimized) == instructions_of(student)  # no instruction changed
+    demos = demos_of(optimized)
+    assert len(demos[ANSWER]) == 2 and demos[EXTRACT] == [] and demos[DECIDE] == []
+    record = first.to_dict()
+    assert [c.get("demos") for c in record["candidates"] if c["accepted"]] == [winner.demos]
+    # the program file keeps the demos; loaded again it answers as well
+    path = save_program(optimized, tmp_path / "program.json")
+    loaded = load_optimized(path)
+    assert demos_of(loaded)[ANSWER] == demos[ANSWER]
+    again = CachedEvaluator(Metric(), task_lm=models.task).evaluate(loaded, case_refs(examples)).accuracy
+    assert again == first.val_accuracy
+    assert any(len(c.messages) > 2 for c in engine.calls_for("answer"))
+
+
+def test_without_demos_the_round_has_only_the_proposals(examples):
+    models, _ = shy_models()
+    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings(max_rounds=1, num_candidates=2,
+                                                                      minibatch_size=9, max_demos=0),
+                                        attribution="lineage")
+    opt.compile(Mem0Memory(), trainset=examples, valset=examples)
+    first = opt.result.rounds[0]
+    assert first.chosen_predictor == ANSWER and not first.accepted
+    assert all(c.demos is None for c in first.candidates) and len(first.candidates) <= 2
