@@ -25,7 +25,7 @@ from memtrace_opt.optimizers.memo import ReplayMemo
 
 __all__ = ["predictor_demos", "demo_from_exchange", "DEMO_CHARS"]
 
-DEMO_CHARS = 6000  # a longer call (a whole transcript) would crowd the context window as a demo
+DEMO_CHARS = 8000  # about 2k tokens: a longer call (a whole transcript) would crowd an 8k window as a demo
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 _ADAPTER_TAIL = "\n\nRespond with "
 

@@ -23,7 +23,7 @@ import dspy
 from memtrace_opt.optimizers.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.blame import attribute_failures
 from memtrace_opt.optimizers.budget import LMBudget
-from memtrace_opt.optimizers.demos import predictor_demos
+from memtrace_opt.optimizers.demos import DEMO_CHARS, predictor_demos
 from memtrace_opt.optimizers.evaluation import CachedEvaluator
 from memtrace_opt.optimizers.evidence import build_evidence, describe
 from memtrace_opt.optimizers.examples import CaseRef
@@ -64,6 +64,7 @@ class RoundContext:
     predictors: Sequence[str] = ()
     local_check: bool = True
     max_demos: int = 0
+    demo_chars: int = DEMO_CHARS
 
 
 @dataclass
@@ -98,7 +99,8 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
             checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.evidence_cases)
         proposals = ctx.proposer.propose(evidence, ctx.num_candidates)
         if ctx.max_demos > 0:
-            new_demos = predictor_demos(program, chosen, evaluation, ctx.evaluator.memo, max_demos=ctx.max_demos)
+            new_demos = predictor_demos(program, chosen, evaluation, ctx.evaluator.memo, max_demos=ctx.max_demos,
+                                        max_chars=ctx.demo_chars)
             demos = [*demos_of(program)[chosen], *new_demos] if new_demos else []
     plan = {
         "round": number,

@@ -40,6 +40,7 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.usage import UsageTracker
 from memtrace_opt.optimizers.acceptance import AcceptanceRule, StrictImprovement
 from memtrace_opt.optimizers.budget import BudgetExhausted, LMBudget, guard_lm
+from memtrace_opt.optimizers.demos import DEMO_CHARS
 from memtrace_opt.optimizers.evaluation import CachedEvaluator
 from memtrace_opt.optimizers.examples import CaseRef, case_refs
 from memtrace_opt.optimizers.memo import ReplayMemo, lm_name
@@ -70,7 +71,8 @@ class LoopSettings:
     """Knobs of the loop. `max_lm_calls` / `max_seconds` None mean no budget; `minibatch_size` training cases
     per round; `local_check` re-runs an upstream predictor's blamed calls under each candidate before its
     minibatch replay (`local_check.py`); `max_demos` > 0 adds one candidate per round, the current instruction
-    with up to that many worked examples from the predictor's own correct calls (`demos.py`)."""
+    with up to that many worked examples from the predictor's own correct calls (`demos.py`), none longer than
+    `demo_chars` characters."""
 
     max_rounds: int = 6
     patience: int = 2
@@ -83,6 +85,7 @@ class LoopSettings:
     max_seconds: float | None = None
     local_check: bool = True
     max_demos: int = 2
+    demo_chars: int = DEMO_CHARS
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
@@ -196,7 +199,7 @@ class MemTraceOptimizer(Teleprompter):
             attribution_config=self.attribution_config, valset=val, num_candidates=self.settings.num_candidates,
             evidence_cases=self.settings.evidence_cases, system=system,
             predictors=[name for name, _ in memory.named_predictors()], local_check=self.settings.local_check,
-            max_demos=self.settings.max_demos,
+            max_demos=self.settings.max_demos, demo_chars=self.settings.demo_chars,
         )
         baseline = ledger.get("baseline")
         if baseline is None:
