@@ -228,6 +228,8 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
                 check: LocalResult = check_candidate(program, chosen, text, checks, ctx.evaluator.task_lm, demos)
                 locals_[i] = check.to_dict()
                 handle.set("local", locals_[i])
+                log.info("round %d candidate %d for %s: %s (%d LM calls)", number, i + 1, chosen, check.why,
+                         check.lm_calls)
                 if not check.passed:
                     handle.pruned(accepted=False, why=check.why, local_rejected=True)
                     rejected[i] = check.why
@@ -238,6 +240,8 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
                 score = ctx.evaluator.evaluate(with_instruction(program, chosen, text, demos), minibatch).accuracy
             handle.minibatch(score)
             handles[i], scores[i] = handle, score
+            log.info("round %d candidate %d for %s%s: minibatch %.3f (current %.3f)", number, i + 1, chosen,
+                     f" (+{len(demos)} demos)" if demos is not None else "", score, current_mb)
         best = max(scores, key=lambda i: (scores[i], -i)) if scores else None
         val: float | None = None
         accepted = False
@@ -256,6 +260,7 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
                 val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[best]), ctx.valset).accuracy
                 decision = ctx.acceptance.on_valset(current_val, val)
                 accepted, why = decision.ok, decision.why
+                log.info("round %d candidate %d for %s: %s", number, best + 1, chosen, why)
         records: list[CandidateRecord] = []
         for i in sorted(scores.keys() | rejected.keys()):
             text, demos = candidates[i]
