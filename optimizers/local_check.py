@@ -4,7 +4,8 @@ Attribution names the op call that lost each failed case's information. A candid
 predictor (an extraction, an update decision: anything but the op that writes the answer) is first run on
 those very calls, one LM call each, with the prompt they were shown (the recorded user message under the
 candidate's system message and demos), and on the same predictor's calls in correctly answered cases. A call
-"carries the answer" when at least half of the gold answer's tokens (normalized, stemmed) are in its parsed
+"carries the answer" when every content word of the gold answer (normalized and stemmed; pronouns, articles,
+auxiliaries and prepositions left out) is in its parsed
 output. The candidate goes on to the minibatch replay (for Mem0's extraction: the whole write path again,
 minutes per conversation) only if it makes more blamed calls carry the answer than it makes correct cases'
 calls lose it; otherwise it is rejected for a few LM calls.
@@ -39,11 +40,17 @@ from memtrace_opt.optimizers.evidence import GraphCache
 from memtrace_opt.optimizers.memo import LMExchange, ReplayMemo
 from memtrace_opt.tracing import OpEvent, answer_node
 
-__all__ = ["LocalCase", "LocalResult", "local_cases", "correct_calls", "check_candidate", "carries", "CARRY_RECALL"]
+__all__ = ["LocalCase", "LocalResult", "local_cases", "correct_calls", "check_candidate", "carries", "gold_words"]
 
 log = logging.getLogger(__name__)
 
-CARRY_RECALL = 0.5  # share of the gold answer's tokens an output must hold to carry the answer
+# Words that carry no answer: a gold answer "They look graceful" is carried by "look" and "grace" alone. A share of
+# the tokens (say half) is not enough: "Finding Freedom" would be carried by any "finding".
+_FUNCTION_WORDS = frozenset(answer_tokens(
+    "i me my we our you your he him his she her it its they them their this that these those who whom what which "
+    "is are was were be been being am do does did has have had will would shall should can could may might must "
+    "of in on at to for from by with about as into over after before than then so not no or if but also very "
+    "there here when where how why"))
 
 
 @dataclass(frozen=True)
@@ -93,10 +100,16 @@ class LocalResult:
         return asdict(self)
 
 
+def gold_words(gold: str) -> set[str]:
+    """The gold answer's content words (stemmed); all its tokens when it has only function words."""
+    tokens = set(answer_tokens(gold))
+    return (tokens - _FUNCTION_WORDS) or tokens
+
+
 def carries(gold: str, text: str) -> bool:
-    """True when `text` holds at least `CARRY_RECALL` of the gold answer's distinct tokens."""
-    expected = set(answer_tokens(gold))
-    return bool(expected) and len(expected & set(answer_tokens(text))) / len(expected) >= CARRY_RECALL
+    """True when `text` holds every content word of the gold answer (`gold_words`)."""
+    expected = gold_words(gold)
+    return bool(expected) and expected <= set(answer_tokens(text))
 
 
 def _op_event(evaluation: EvalResult, key: str, seq: int) -> OpEvent | None:

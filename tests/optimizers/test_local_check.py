@@ -26,10 +26,13 @@ def traced(planted, examples):
     return models, engine, evaluator, evaluation, blame
 
 
-def test_carries_needs_half_of_the_gold_tokens():
+def test_carries_needs_every_content_word_of_the_gold_answer():
     assert carries("7 May 2023", "Caroline went to a support group on 7 May 2023.")
-    assert carries("7 May 2023", "She went on May 7.")  # two of three tokens
-    assert not carries("7 May 2023", "Caroline went to a support group.")
+    assert not carries("7 May 2023", "She went on 8 May 2023.")  # a garbled date is not the answer
+    assert carries("They look graceful", "Gina and Jon look great, with grace.")  # "they" carries nothing
+    assert not carries('"Finding Freedom"', "They are interested in finding a place.")  # one common word is not it
+    assert carries("Adoption agencies", "Caroline researched an adoption agency.")  # stemmed
+    assert carries("it is", "it is")  # only function words: all of them count
     assert not carries("", "anything")  # a gold answer without tokens is never checked
 
 
