@@ -34,7 +34,7 @@ from memtrace_opt.optimizers.evaluation import CachedEvaluator
 from memtrace_opt.optimizers.examples import case_refs, make_examples, resolve_conversation
 from memtrace_opt.optimizers.metric import AnswerMetric
 from memtrace_opt.optimizers.plot import PlotPoint, plot_accuracy_vs_calls
-from memtrace_opt.optimizers.program_io import prompt_changes
+from memtrace_opt.optimizers.program_io import changed_prompts, demo_changes
 from memtrace_opt.optimizers.qa import QAContext
 from memtrace_opt.optimizers.splits import SplitRequest, make_splits
 from memtrace_opt.optimizers.teleprompter import METERED_ROLES, LoopSettings, MemTraceOptimizer
@@ -82,10 +82,21 @@ class CompareRow:
     tokens: int
     seconds: float
     stopped_by_budget: bool = False
-    changed_predictors: list[str] = field(default_factory=list)
+    changed_predictors: list[str] = field(default_factory=list)  # names: instruction or demos changed
     error: str | None = None
     calls_to_best: int | None = None
     details: dict[str, Any] = field(default_factory=dict)  # our loop's rounds (blame, candidates, decisions)
+    demos: dict[str, int] = field(default_factory=dict)  # predictor -> demos it ends with, where they changed
+
+    def changed_label(self) -> str:
+        """The table's `changed` cell: each changed predictor, with its demo count where its demos changed."""
+        def label(name: str) -> str:
+            if name not in self.demos:
+                return name
+            count = self.demos[name]
+            return f"{name} ({count} demo{'' if count == 1 else 's'})"
+
+        return ", ".join(label(name) for name in self.changed_predictors) or "-"
 
     @property
     def delta(self) -> float | None:
@@ -112,7 +123,7 @@ class CompareSummary:
             stop = "budget" if row.stopped_by_budget else ("error" if row.error else "own")
             to_best = "-" if row.calls_to_best is None else str(row.calls_to_best)
             lines.append(f"| {row.optimizer} | {row.baseline_accuracy:.3f} | {after} | {delta} | {row.lm_calls} | "
-                         f"{to_best} | {row.tokens} | {row.seconds:.0f} | {stop} | {', '.join(row.changed_predictors) or '-'} |")
+                         f"{to_best} | {row.tokens} | {row.seconds:.0f} | {stop} | {row.changed_label()} |")
         lines.append("")
         lines.append(f"{self.test_questions} held-out questions; LM calls are task + reflection (+ attributor) calls; "
                      "'to best': LM calls spent when the returned program was first reached.")
@@ -215,7 +226,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
             calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
         accuracy = tester.evaluate(program, test_cases).accuracy if error is None else None
         row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
-                         prompt_changes(student, program), error, to_best, details)
+                         changed_prompts(student, program), error, to_best, details, demo_changes(student, program))
         rows.append(row)
         _write_tables(out, request, splits, metric, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
         if on_row is not None:

@@ -25,7 +25,7 @@ __all__ = [
     "changed_predictors",
     "changed_prompts",
     "demos_of",
-    "prompt_changes",
+    "demo_changes",
     "system_name",
     "save_program",
     "load_optimized",
@@ -71,18 +71,11 @@ def changed_prompts(before: dspy.Module, after: dspy.Module) -> list[str]:
     return sorted(set(changed_predictors(before, after)) | {n for n in old.keys() | new.keys() if old.get(n) != new.get(n)})
 
 
-def prompt_changes(before: dspy.Module, after: dspy.Module) -> list[str]:
-    """What differs in the prompts of two programs of the same shape, per predictor: its name when its
-    instruction changed, `name (N demos)` when only its few-shot demos changed (what BootstrapFewShot changes)."""
-    old, new = dict(before.named_predictors()), dict(after.named_predictors())
-    changes = []
-    for name in sorted(old.keys() | new.keys()):
-        a, b = old.get(name), new.get(name)
-        if a is None or b is None or a.signature.instructions != b.signature.instructions:
-            changes.append(name)
-        elif [dict(d) for d in a.demos] != [dict(d) for d in b.demos]:
-            changes.append(f"{name} ({len(b.demos)} demo{'' if len(b.demos) == 1 else 's'})")
-    return changes
+def demo_changes(before: dspy.Module, after: dspy.Module) -> dict[str, int]:
+    """Predictor name -> its number of demos after, for each predictor whose demos differ (what BootstrapFewShot
+    and our demos candidate change)."""
+    old, new = demos_of(before), demos_of(after)
+    return {name: len(new.get(name, [])) for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name)}
 
 
 def system_name(program: MemoryProgram) -> str:

@@ -59,12 +59,18 @@ def test_one_line_optimize_and_load(tmp_path):
 def test_prompt_changes_name_new_instructions_and_new_demos():
     import dspy
 
-    from memtrace_opt.optimizers.program_io import prompt_changes
+    from memtrace_opt.optimizers.compare import CompareRow
+    from memtrace_opt.optimizers.program_io import changed_prompts, demo_changes
 
     student = Mem0Memory()
     program = with_instruction(student, EXTRACT, "Write down every fact.")
-    assert prompt_changes(student, program) == [EXTRACT]
+    assert changed_prompts(student, program) == [EXTRACT] and demo_changes(student, program) == {}
     with_demos = student.deepcopy()
     dict(with_demos.named_predictors())["answer.predict"].demos = [dspy.Example(question="q", answer="a")]
-    assert prompt_changes(student, with_demos) == ["answer.predict (1 demo)"]  # BootstrapFewShot's change
-    assert prompt_changes(student, student.deepcopy()) == []
+    assert changed_prompts(student, with_demos) == ["answer.predict"]  # BootstrapFewShot's change: a name
+    assert demo_changes(student, with_demos) == {"answer.predict": 1}  # and its count, apart
+    assert changed_prompts(student, student.deepcopy()) == [] and demo_changes(student, student.deepcopy()) == {}
+    row = CompareRow("bootstrap", 0.2, 0.3, 1, 0, 1.0, changed_predictors=["answer.predict", EXTRACT],
+                     demos={"answer.predict": 1})
+    assert row.changed_label() == f"answer.predict (1 demo), {EXTRACT}"
+    assert row.to_dict()["changed_predictors"] == ["answer.predict", EXTRACT]  # names only, for tools
