@@ -72,7 +72,8 @@ class LoopSettings:
     per round; `local_check` re-runs an upstream predictor's blamed calls under each candidate before its
     minibatch replay (`local_check.py`); `max_demos` > 0 adds one candidate per round, the current instruction
     with up to that many worked examples from the predictor's own correct calls (`demos.py`), none longer than
-    `demo_chars` characters."""
+    `demo_chars` characters; `validate_ties` sends a candidate that ties the current minibatch score to the
+    valset too (acceptance still needs a valset gain)."""
 
     max_rounds: int = 6
     patience: int = 2
@@ -86,6 +87,7 @@ class LoopSettings:
     local_check: bool = True
     max_demos: int = 2
     demo_chars: int = DEMO_CHARS
+    validate_ties: bool = False
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
@@ -130,7 +132,7 @@ class MemTraceOptimizer(Teleprompter):
         self.attribution_config = attribution_config
         self.selector = selector or MostBlamed()
         self.proposer = proposer
-        self.acceptance = acceptance or StrictImprovement()
+        self.acceptance = acceptance or StrictImprovement(validate_ties=self.settings.validate_ties)
         self.storage = storage
         self.study_name = study_name
         self.memo = memo or ReplayMemo()

@@ -45,6 +45,7 @@ def optimize_command(
     time_budget: Annotated[Optional[float], typer.Option(help="Stop the rounds after this many seconds.")] = None,  # noqa: UP045
     attribution: Annotated[Optional[str], typer.Option(help="Attribution method: graphtrace, lineage, blame_response, ...")] = None,  # noqa: UP045
     demos: Annotated[Optional[int], typer.Option(help="One candidate per round gives the blamed predictor up to N worked examples from its own correct calls (default 2; 0: instructions only).")] = None,  # noqa: UP045
+    validate_ties: Annotated[Optional[bool], typer.Option("--validate-ties/--no-validate-ties", help="Validate a candidate that ties the current minibatch score (acceptance still needs a validation gain).")] = None,  # noqa: UP045
     local_check: Annotated[Optional[bool], typer.Option("--local-check/--no-local-check", help="Re-run the blamed calls under each candidate for an upstream predictor before replaying the write path (default: on).")] = None,  # noqa: UP045
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = None,  # noqa: UP045
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite in --out); share one to run several workers.")] = None,  # noqa: UP045
@@ -80,6 +81,7 @@ def optimize_command(
         "max_seconds": time_budget if time_budget is not None else opt_cfg.get("time_budget"),
         "local_check": local_check if local_check is not None else opt_cfg.get("local_check"),
         "max_demos": demos if demos is not None else opt_cfg.get("demos"),
+        "validate_ties": validate_ties if validate_ties is not None else opt_cfg.get("validate_ties"),
         "seed": seed,
     }
     explicit_loop = {k: v for k, v in loop_values.items() if v is not None}

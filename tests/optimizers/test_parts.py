@@ -30,6 +30,11 @@ def test_strict_improvement_accepts_only_a_valset_gain():
     assert not rule.on_minibatch(0.5, 0.5).ok and rule.on_minibatch(0.5, 0.6).ok
     assert rule.on_valset(0.5, 0.6).ok and not rule.on_valset(0.5, 0.5).ok
     assert "rejected" in rule.on_valset(0.5, 0.4).why
+    from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer
+
+    ties = MemTraceOptimizer(settings=LoopSettings(validate_ties=True)).acceptance
+    assert ties.on_minibatch(0.5, 0.5).ok and not ties.on_minibatch(0.5, 0.4).ok and not ties.on_valset(0.5, 0.5).ok
+    assert not MemTraceOptimizer().acceptance.on_minibatch(0.5, 0.5).ok  # the default: a tie is not validated
 
 
 def test_question_split_is_deterministic_and_disjoint():
