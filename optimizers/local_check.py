@@ -4,13 +4,13 @@ Attribution names the op call that lost each failed case's information. A candid
 predictor (an extraction, an update decision: anything but the op that writes the answer) is first run on
 those very calls, one LM call each, with the prompt they were shown (the recorded user message under the
 candidate's system message and demos), and on the same predictor's calls in correctly answered cases. A call
-"carries the answer" when every content word of the gold answer (normalized and stemmed; pronouns, articles,
-auxiliaries and prepositions left out) is in its parsed
-output. The candidate goes on to the minibatch replay (for Mem0's extraction: the whole write path again,
-minutes per conversation) only if it makes more blamed calls carry the answer than it makes correct cases'
-calls lose it; otherwise it is rejected for a few LM calls.
+"carries the answer" when its parsed output holds every content word of the gold answer (normalized and
+stemmed; pronouns, articles, auxiliaries and prepositions left out). The candidate goes on to the minibatch
+replay (for Mem0's extraction: the whole write path again, minutes per conversation) only if it makes more
+blamed calls carry the answer than it makes correct cases' calls lose it; otherwise it is rejected for a few
+LM calls.
 
-    cases = local_cases(predictor, evaluation, blame, memo, answer_ops)   # in the round plan (JSON)
+    cases = local_cases(predictor, evaluation, blame, memo)      # kept in the round plan (JSON)
     result = check_candidate(program, predictor, text, cases, lm)
     result.passed, result.why, result.to_dict()
 
@@ -195,8 +195,8 @@ def check_candidate(
     lm: Any = None,
     demos: Sequence[Mapping[str, Any]] | None = None,
 ) -> LocalResult:
-    """Re-runs each of `cases` under `instruction` for `predictor` of `program` (with `demos`, default its own), one call of
-    `lm` (default: the configured LM) per distinct prompt, and counts what the candidate fixes and breaks."""
+    """Re-runs `cases` under `instruction` for `predictor` of `program` (with `demos`, default its own), one call
+    of `lm` (default: the configured LM) per distinct prompt, and counts what the candidate fixes and breaks."""
     target = dict(program.named_predictors())[predictor]
     signature = target.signature.with_instructions(instruction)
     adapter = dspy.settings.adapter or dspy.ChatAdapter()
