@@ -20,6 +20,7 @@ from typing import Any
 import dspy
 
 from memtrace_opt.optimizers.evaluation import EvalResult
+from memtrace_opt.optimizers.evidence import without_adapter_tail
 from memtrace_opt.optimizers.local_check import correct_calls
 from memtrace_opt.optimizers.memo import ReplayMemo
 
@@ -27,7 +28,6 @@ __all__ = ["predictor_demos", "demo_from_exchange", "DEMO_CHARS"]
 
 DEMO_CHARS = 8000  # about 2k tokens: a longer call (a whole transcript) would crowd an 8k window as a demo
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
-_ADAPTER_TAIL = "\n\nRespond with "
 
 
 def _sections(text: str) -> dict[str, str]:
@@ -42,8 +42,7 @@ def _sections(text: str) -> dict[str, str]:
 
 def demo_from_exchange(signature: Any, prompt: str, response: str) -> dict[str, str] | None:
     """The demo (input and output field values as text) of one recorded call, or None when a field is missing."""
-    head, tail, _ = prompt.rpartition(_ADAPTER_TAIL)
-    inputs = _sections(head if tail else prompt)
+    inputs = _sections(without_adapter_tail(prompt))
     outputs = _sections(response)
     demo: dict[str, str] = {}
     for name in signature.input_fields:

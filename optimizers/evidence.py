@@ -21,7 +21,7 @@ from memtrace_opt.optimizers.memo import ReplayMemo
 from memtrace_opt.optimizers.proposal import OpEvidence, ProposalEvidence
 from memtrace_opt.tracing import OpEvent, answer_node
 
-__all__ = ["build_evidence", "GraphCache"]
+__all__ = ["build_evidence", "GraphCache", "op_event", "output_text", "without_adapter_tail", "predictor_calls"]
 
 _TEXT_LIMIT = 2400
 _ADAPTER_TAIL = "\n\nRespond with "
@@ -40,7 +40,19 @@ class GraphCache:
         return self._graphs[key]
 
 
-def _op_event(evaluation: EvalResult, key: str, seq: int) -> OpEvent | None:
+def without_adapter_tail(prompt: str) -> str:
+    """A recorded user message without the adapter's reply-format reminder ("Respond with ...") at its end."""
+    head, tail, _ = prompt.rpartition(_ADAPTER_TAIL)
+    return head if tail else prompt
+
+
+def output_text(event: OpEvent, limit: int | None = None) -> str:
+    """An op call's outputs (its error left out) as plain text, clipped to `limit` characters."""
+    return value_text({k: v for k, v in (event.outputs or {}).items() if k != "error"}, limit)
+
+
+def op_event(evaluation: EvalResult, key: str, seq: int) -> OpEvent | None:
+    """The op call `op:{seq}` of conversation `key`'s traced run."""
     return next((e for e in evaluation.traces[key].events if isinstance(e, OpEvent) and e.seq == seq), None)
 
 
@@ -48,10 +60,8 @@ def _shown_and_produced(event: OpEvent, memo: ReplayMemo) -> tuple[str, str]:
     """The op's input and output as text, whole (`OpEvidence.render` clips them, keeping the input's end)."""
     exchange = memo.exchange(event.content_key)
     if exchange is not None:
-        prompt, tail, _ = exchange.prompt.rpartition(_ADAPTER_TAIL)  # the adapter's reply-format reminder
-        return (prompt if tail else exchange.prompt).rstrip(), exchange.response[:_TEXT_LIMIT]
-    outputs = {k: v for k, v in (event.outputs or {}).items() if k != "error"}
-    return value_text(event.inputs, _TEXT_LIMIT), value_text(outputs, _TEXT_LIMIT)
+        return without_adapter_tail(exchange.prompt).rstrip(), exchange.response[:_TEXT_LIMIT]
+    return value_text(event.inputs, _TEXT_LIMIT), output_text(event, _TEXT_LIMIT)
 
 
 def _evidence(case: CaseResult, event: OpEvent, memo: ReplayMemo, reason: str) -> OpEvidence:
@@ -67,17 +77,14 @@ def _evidence(case: CaseResult, event: OpEvent, memo: ReplayMemo, reason: str) -
     )
 
 
-def _success_op(graph: nx.MultiDiGraph, case: CaseResult, predictor: str) -> int | None:
-    node = answer_node(case.case_id)
+def predictor_calls(graph: nx.MultiDiGraph, case_id: str, predictor: str) -> list[int]:
+    """Seqs of `predictor`'s op calls among the ancestors of case `case_id`'s answer, latest first."""
+    node = answer_node(case_id)
     if node not in graph:
-        return None
+        return []
     view = GraphView(graph)
-    seqs = [
-        int(graph.nodes[n]["seq"])
-        for n in nx.ancestors(graph, node)
-        if view.is_op(n) and graph.nodes[n].get("predictor") == predictor
-    ]
-    return max(seqs) if seqs else None
+    return sorted((int(graph.nodes[n]["seq"]) for n in nx.ancestors(graph, node)
+                   if view.is_op(n) and graph.nodes[n].get("predictor") == predictor), reverse=True)
 
 
 def build_evidence(
@@ -99,7 +106,7 @@ def build_evidence(
         case, seq = cases.get(verdict.case_id), op_seq(verdict.op_id)
         if case is None or seq is None:
             continue
-        event = _op_event(evaluation, case.conversation_key, seq)
+        event = op_event(evaluation, case.conversation_key, seq)
         if event is None:
             continue
         op_name = op_name or event.op
@@ -108,8 +115,8 @@ def build_evidence(
             break
     successes: list[OpEvidence] = []
     for case in evaluation.passed():
-        seq = _success_op(graphs.get(case.conversation_key), case, predictor)
-        event = _op_event(evaluation, case.conversation_key, seq) if seq is not None else None
+        seq = next(iter(predictor_calls(graphs.get(case.conversation_key), case.case_id, predictor)), None)
+        event = op_event(evaluation, case.conversation_key, seq) if seq is not None else None
         if event is None:
             continue
         op_name = op_name or event.op

@@ -29,16 +29,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import dspy
-import networkx as nx
 
 from memtrace_opt.attribution import GraphView
 from memtrace_opt.attribution._graph import value_text
 from memtrace_opt.metrics.text import answer_tokens
 from memtrace_opt.optimizers.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
-from memtrace_opt.optimizers.evidence import GraphCache
+from memtrace_opt.optimizers.evidence import GraphCache, op_event, output_text, predictor_calls
 from memtrace_opt.optimizers.memo import LMExchange, ReplayMemo
-from memtrace_opt.tracing import OpEvent, answer_node
 
 __all__ = ["LocalCase", "LocalResult", "local_cases", "correct_calls", "check_candidate", "carries", "gold_words"]
 
@@ -112,29 +110,17 @@ def carries(gold: str, text: str) -> bool:
     return bool(expected) and expected <= set(answer_tokens(text))
 
 
-def _op_event(evaluation: EvalResult, key: str, seq: int) -> OpEvent | None:
-    return next((e for e in evaluation.traces[key].events if isinstance(e, OpEvent) and e.seq == seq), None)
-
-
-def _output_text(event: OpEvent) -> str:
-    return value_text({k: v for k, v in (event.outputs or {}).items() if k != "error"})
-
-
 def correct_calls(predictor: str, evaluation: EvalResult, memo: ReplayMemo) -> Iterator[tuple[CaseResult, LMExchange]]:
     """Per correctly answered case (with a gold answer that has tokens), the predictor's call that served it:
     among its calls that are ancestors of the answer, the latest whose output carries the gold answer, else the
     latest; with the LM exchange recorded for it. Cases without such a call are skipped."""
     graphs = GraphCache(evaluation)
     for case in evaluation.passed():
-        g = graphs.get(case.conversation_key)
-        node = answer_node(case.case_id)
-        if node not in g or not answer_tokens(case.question.answer):
+        if not answer_tokens(case.question.answer):
             continue
-        view = GraphView(g)
-        calls = sorted((int(g.nodes[n]["seq"]) for n in nx.ancestors(g, node)
-                        if view.is_op(n) and g.nodes[n].get("predictor") == predictor), reverse=True)
-        events = [e for seq in calls if (e := _op_event(evaluation, case.conversation_key, seq)) is not None]
-        chosen = next((e for e in events if carries(case.question.answer, _output_text(e))), None)
+        calls = predictor_calls(graphs.get(case.conversation_key), case.case_id, predictor)
+        events = [e for seq in calls if (e := op_event(evaluation, case.conversation_key, seq)) is not None]
+        chosen = next((e for e in events if carries(case.question.answer, output_text(e))), None)
         chosen = chosen or (events[0] if events else None)
         exchange = memo.exchange(chosen.content_key) if chosen is not None else None
         if exchange is not None:
@@ -160,7 +146,7 @@ def local_cases(
             continue
         if GraphView(graphs.get(case.conversation_key)).answer_op(case.case_id) == f"op:{seq}":
             return []  # the predictor writes the answers: its minibatch replay is already cheap
-        event = _op_event(evaluation, case.conversation_key, seq)
+        event = op_event(evaluation, case.conversation_key, seq)
         exchange = memo.exchange(event.content_key) if event is not None else None
         if exchange is None:
             continue
