@@ -192,8 +192,10 @@ def eval_bench(
 
     Resumable: each verdict is appended to `eval/<method>.jsonl` as its case ends, and a case that already has
     a verdict (without `error`) from the method is not attributed again; `fresh` starts the method over.
-    Building a bench into the directory again removes `eval/`, so verdicts never outlive their cases."""
+    Verdicts on cases outside `case_ids` / `limit` stay in the file. Building a bench into the directory again
+    removes `eval/`, so verdicts never outlive their cases."""
     root, cases = load_bench(bench)
+    every = cases
     if case_ids is not None:
         keep = set(case_ids)
         cases = [c for c in cases if c.case_id in keep]
@@ -207,7 +209,8 @@ def eval_bench(
         path = out / f"{method}.jsonl"
         if fresh:
             path.unlink(missing_ok=True)
-        done = {cid: v for cid, v in latest(read_verdicts(path), method).items() if v.error is None and cid in wanted}
+        earlier = latest(read_verdicts(path), method)
+        done = {cid: v for cid, v in earlier.items() if v.error is None and cid in wanted}
         if done:
             log.info("%s: %d of %d cases already attributed (kept; --fresh to redo them)", method, len(done), len(cases))
         todo = [c for c in cases if c.case_id not in done]
@@ -225,7 +228,9 @@ def eval_bench(
                               num_threads=num_threads, **options)
         found = {**done, **{v.case_id: v for v in new}}
         verdicts = [found[c.case_id] for c in cases if c.case_id in found]
-        write_jsonl(path, map(verdict_line, verdicts))  # one per case in bench order, in place of the appended lines
+        # one per case in bench order, in place of the appended lines; verdicts on cases outside this subset stay
+        kept = {**earlier, **found}
+        write_jsonl(path, (verdict_line(kept[c.case_id]) for c in every if c.case_id in kept))
         scores.append(score_verdicts(method, cases, verdicts))
     results = {"schema_version": BENCH_SCHEMA_VERSION, "cases": len(cases), "methods": [s.to_dict() for s in scores]}
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -201,3 +201,22 @@ def test_a_fresh_eval_redoes_every_case_and_a_rebuild_drops_old_verdicts(bench, 
     request = BuildRequest(systems=("mem0",), out=root, data="sample", embedder="hash")
     _write(root, load_bench(root)[1][:1], request, 0.0)
     assert not (root / "eval").exists()
+
+
+def test_scoring_a_subset_keeps_the_verdicts_on_the_other_cases(bench, tmp_path) -> None:
+    import shutil
+
+    root = tmp_path / "b"
+    shutil.copytree(bench.out, root)
+    shutil.rmtree(root / "eval", ignore_errors=True)
+    config = AttributionConfig(embedder="hash")
+    ids = [c.case_id for c in load_bench(root)[1]]
+    assert len(ids) >= 2
+    eval_bench(root, ["lineage"], config=config)  # every case
+    [first] = eval_bench(root, ["lineage"], config=config, case_ids=ids[:1])  # then one of them alone
+    assert first.overall.n == 1
+    lines = (root / "eval" / "lineage.jsonl").read_text().splitlines()
+    assert [json.loads(line)["case_id"] for line in lines] == ids  # the others were not dropped
+    seen: list[int] = []
+    eval_bench(root, ["lineage"], config=config, progress=lambda m, done, total: seen.append(done))
+    assert seen == []  # nothing to attribute again
