@@ -7,7 +7,10 @@ Every optimizer starts from the same warmed-up state: the student's memory of ev
 conversation and its replay memo are computed once, before any optimizer runs, and each optimizer gets its
 own copy (nothing one learns is served to another). Each then has `budget` LM calls (task + reflection, plus
 attributor calls for the attribution-guided ones); the optimized program is tested on the held-out split with
-the same metric. Writes compare.json, compare.md and compare.png (held-out accuracy against LM calls).
+the same metric, question by question against the unoptimized program: which questions it fixed and broke, a
+paired bootstrap interval of the change and an exact sign test (`paired.py`; on a few dozen questions a
+10-point change is seldom told from noise). Writes compare.json, compare.md and compare.png (held-out accuracy
+against LM calls).
 
 Optimizer names: memtrace (our loop with `attribution`), blame_response (our loop, every failure blamed on the
 answer op: optimizing without attribution), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
@@ -33,6 +36,7 @@ from memtrace_opt.optimizers.budget import LMBudget
 from memtrace_opt.optimizers.evaluation import CachedEvaluator
 from memtrace_opt.optimizers.examples import case_refs, make_examples, resolve_conversation
 from memtrace_opt.optimizers.metric import AnswerMetric
+from memtrace_opt.optimizers.paired import PairedDelta, paired_delta
 from memtrace_opt.optimizers.plot import PlotPoint, plot_accuracy_vs_calls
 from memtrace_opt.optimizers.program_io import changed_prompts, demo_changes
 from memtrace_opt.optimizers.qa import QAContext
@@ -87,6 +91,7 @@ class CompareRow:
     calls_to_best: int | None = None
     details: dict[str, Any] = field(default_factory=dict)  # our loop's rounds (blame, candidates, decisions)
     demos: dict[str, int] = field(default_factory=dict)  # predictor -> demos it ends with, where they changed
+    paired: PairedDelta | None = None  # question by question against the baseline on the held-out split
 
     def changed_label(self) -> str:
         """The table's `changed` cell: each changed predictor, with its demo count where its demos changed."""
@@ -103,7 +108,7 @@ class CompareRow:
         return None if self.optimized_accuracy is None else self.optimized_accuracy - self.baseline_accuracy
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "delta": self.delta}
+        return {**asdict(self), "delta": self.delta, "paired": self.paired.to_dict() if self.paired else None}
 
 
 @dataclass
@@ -115,17 +120,22 @@ class CompareSummary:
 
     def markdown(self, title: str = "") -> str:
         lines = [f"### {title}" if title else "", "",
-                 "| optimizer | held-out before | held-out after | delta | LM calls | to best | tokens | wall s | stop | changed |",
-                 "|---|---|---|---|---|---|---|---|---|---|"]
+                 "| optimizer | held-out before | held-out after | delta | fixed / broken | 95% CI, p | LM calls | to best "
+                 "| tokens | wall s | stop | changed |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for row in self.rows:
             after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
             delta = "" if row.delta is None else f"{row.delta * 100:+.1f} pts"
             stop = "budget" if row.stopped_by_budget else ("error" if row.error else "own")
             to_best = "-" if row.calls_to_best is None else str(row.calls_to_best)
-            lines.append(f"| {row.optimizer} | {row.baseline_accuracy:.3f} | {after} | {delta} | {row.lm_calls} | "
+            moved, interval = row.paired.cells() if row.paired else ("-", "-")
+            lines.append(f"| {row.optimizer} | {row.baseline_accuracy:.3f} | {after} | {delta} | {moved} | {interval} | "
+                         f"{row.lm_calls} | "
                          f"{to_best} | {row.tokens} | {row.seconds:.0f} | {stop} | {row.changed_label()} |")
         lines.append("")
-        lines.append(f"{self.test_questions} held-out questions; LM calls are task + reflection (+ attributor) calls; "
+        lines.append(f"{self.test_questions} held-out questions; fixed / broken: questions wrong before and right after, "
+                     "and the reverse; 95% CI: paired bootstrap interval of the delta in points, p: exact sign test on "
+                     "the fixed and broken questions; LM calls are task + reflection (+ attributor) calls; "
                      "'to best': LM calls spent when the returned program was first reached.")
         return "\n".join(lines).lstrip() + "\n"
 
@@ -203,7 +213,8 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
              splits.sizes())
     context = _warm_context(student, conversations, models)
     tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system})
-    baseline = tester.evaluate(student, test_cases).accuracy
+    before = tester.evaluate(student, test_cases)
+    baseline, correct_before = before.accuracy, {c.case_id: c.correct for c in before.cases}
     log.info("%s: held-out accuracy before optimizing %.3f", request.system, baseline)
     rows: list[CompareRow] = []
     for name in request.optimizers:
@@ -224,9 +235,13 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
             log.exception("%s failed", name)
             calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
-        accuracy = tester.evaluate(program, test_cases).accuracy if error is None else None
+        after = tester.evaluate(program, test_cases) if error is None else None
+        accuracy = after.accuracy if after is not None else None
+        paired = (paired_delta(correct_before, {c.case_id: c.correct for c in after.cases}, seed=request.seed)
+                  if after is not None else None)
         row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
-                         changed_prompts(student, program), error, to_best, details, demo_changes(student, program))
+                         changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
+                         paired)
         rows.append(row)
         _write_tables(out, request, splits, metric, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
         if on_row is not None:

@@ -78,7 +78,13 @@ def test_compare_writes_table_json_and_plot(tmp_path, fake_models):
     assert ours["interrupted"]["why"].startswith("cut short: LM-call budget of 20")  # 20 calls end a round
     assert all({"blame_counts", "chosen_predictor", "candidates"} <= set(r) for r in ours["rounds"])
     assert table["rows"][1]["details"] == {}
+    for row in table["rows"]:  # each row compared question by question with the baseline
+        paired = row["paired"]
+        assert paired["n"] == summary.test_questions
+        assert (len(paired["fixed"]) - len(paired["broken"])) / paired["n"] == pytest.approx(row["delta"])
+        assert paired["low"] <= row["delta"] <= paired["high"]
     assert "| memtrace |" in (tmp_path / "cmp" / "compare.md").read_text()
+    assert "| fixed / broken | 95% CI, p |" in (tmp_path / "cmp" / "compare.md").read_text()
     assert (tmp_path / "cmp" / "compare.png").read_bytes()[:4] == b"\x89PNG"
 
 
