@@ -9,8 +9,9 @@ own copy (nothing one learns is served to another). Each then has `budget` LM ca
 attributor calls for the attribution-guided ones); the optimized program is tested on the held-out split with
 the same metric, question by question against the unoptimized program: which questions it fixed and broke, a
 paired bootstrap interval of the change and an exact sign test (`paired.py`; on a few dozen questions a
-10-point change is seldom told from noise). Writes compare.json, compare.md and compare.png (held-out accuracy
-against LM calls).
+10-point change is seldom told from noise). Writes compare.json, compare.md, compare.png (held-out accuracy
+against LM calls) and each optimizer's program under programs/<optimizer>.json (`load_optimized` or
+`memtrace run --program` loads it).
 
 Optimizer names: memtrace (our loop with `attribution`), blame_response (our loop, every failure blamed on the
 answer op: optimizing without attribution), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
@@ -38,7 +39,7 @@ from memtrace_opt.optimizers.examples import case_refs, make_examples, resolve_c
 from memtrace_opt.optimizers.metric import AnswerMetric
 from memtrace_opt.optimizers.paired import PairedDelta, paired_delta
 from memtrace_opt.optimizers.plot import PlotPoint, plot_accuracy_vs_calls
-from memtrace_opt.optimizers.program_io import changed_prompts, demo_changes
+from memtrace_opt.optimizers.program_io import changed_prompts, demo_changes, save_program
 from memtrace_opt.optimizers.qa import QAContext
 from memtrace_opt.optimizers.splits import SplitRequest, make_splits
 from memtrace_opt.optimizers.teleprompter import METERED_ROLES, LoopSettings, MemTraceOptimizer
@@ -242,6 +243,8 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
                          changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
                          paired)
+        if error is None:  # the winner is ready to deploy: `memtrace run --program DIR/programs/NAME.json`
+            save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})
         rows.append(row)
         _write_tables(out, request, splits, metric, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
         if on_row is not None:

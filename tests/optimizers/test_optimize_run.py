@@ -13,6 +13,8 @@ from memtrace_opt.cli import main
 from memtrace_opt.optimizers import LoopSettings, instructions_of, load_optimized, save_program
 from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers
 from memtrace_opt.optimizers.optimize import OptimizeRequest, optimize_system
+from memtrace_opt.optimizers.program_io import changed_prompts
+from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import RunDir
 
 
@@ -85,6 +87,10 @@ def test_compare_writes_table_json_and_plot(tmp_path, fake_models):
         assert paired["low"] <= row["delta"] <= paired["high"]
     assert "| memtrace |" in (tmp_path / "cmp" / "compare.md").read_text()
     assert "| fixed / broken | 95% CI, p |" in (tmp_path / "cmp" / "compare.md").read_text()
+    for row in summary.rows:  # every optimizer's program, ready to deploy, with the prompts it ended with
+        program = load_optimized(tmp_path / "cmp" / "programs" / f"{row.optimizer}.json")
+        assert changed_prompts(make_program("mem0"), program) == row.changed_predictors
+    assert any(row.changed_predictors for row in summary.rows)  # and at least one of them changed something
     assert (tmp_path / "cmp" / "compare.png").read_bytes()[:4] == b"\x89PNG"
 
 
