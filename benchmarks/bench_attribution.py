@@ -17,7 +17,8 @@
 3. Prints, per method: cases, error-type and op-level accuracy on the injected cases (and on all), median and
    total LM calls, tokens and seconds per case; then the targets: graphtrace >= 90% op-level and >= 95%
    error-type accuracy on injected cases, every baseline beaten by >= 20 points op-level, median <= 8 LM calls
-   and <= 12k tokens per case. Writes `results.json` and `results.md` under --out.
+   and <= 12k tokens per case. Writes `results.json` and `results.md` under --out (with --no-gold-evidence, the
+   methods do not see the gold evidence ids and work from pseudo-evidence: `results-pseudo.json` / `.md`).
 
 The systems run through DSPy's cache: building again with the same model and slice re-uses every LM reply.
 Exit status 0 when every target is met.
@@ -39,7 +40,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from memtrace_opt.attribution import AttributionConfig, method_names  # noqa: E402
 from memtrace_opt.attribution.runs import read_verdicts  # noqa: E402
 from memtrace_opt.benchmarks.memtracebench import BuildRequest, build_bench, eval_bench, load_bench  # noqa: E402
-from memtrace_opt.benchmarks.memtracebench.evaluate import score_verdicts  # noqa: E402
+from memtrace_opt.benchmarks.memtracebench.evaluate import eval_dir, score_verdicts  # noqa: E402
 from memtrace_opt.data import DataSlice  # noqa: E402
 from memtrace_opt.lm.models import Models  # noqa: E402
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec  # noqa: E402
@@ -117,6 +118,11 @@ def score_method(method: str, cases: list[Any], verdicts: list[Any], seconds: fl
     }
 
 
+def results_name(args: argparse.Namespace) -> str:
+    """`results` (gold evidence shown to the methods) or `results-pseudo` (hidden: pseudo-evidence)."""
+    return "results-pseudo" if args.no_gold_evidence else "results"
+
+
 def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save: Any) -> dict[str, Any]:
     """Every method on the chosen cases of every part; the results are saved after each method (`save`)."""
     config = AttributionConfig(embedder=args.embedder, max_lm_calls=args.max_calls)
@@ -125,7 +131,7 @@ def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save:
     cases = pick(every, args.max_cases)
     chosen = {c.case_id for c in cases}
     results: dict[str, Any] = {"cases": len(cases), "case_ids": sorted(chosen), "methods": {}}
-    earlier = args.out / "results.json"
+    earlier = args.out / f"{results_name(args)}.json"
     if earlier.exists():  # scores of other methods on the same cases stay in the table
         previous = json.loads(earlier.read_text(encoding="utf-8"))
         if previous.get("case_ids") == results["case_ids"]:
@@ -135,9 +141,10 @@ def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save:
         verdicts = []
         for name, root in loaded:
             eval_bench(root, [method], lm=models.attributor, task_lm=models.task, config=config, case_ids=chosen,
+                       gold_evidence=not args.no_gold_evidence,
                        progress=lambda m, done, total, name=name: print(f"  [{name}] {m} {done}/{total}", flush=True)
                        if done == total or done % 5 == 0 else None)
-            verdicts += read_verdicts(root / "eval" / f"{method}.jsonl")
+            verdicts += read_verdicts(root / eval_dir(not args.no_gold_evidence) / f"{method}.jsonl")
         results["methods"][method] = score_method(method, cases, verdicts, time.time() - began)
         save(results)
     return results
@@ -193,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="score at most N cases, spread over systems and error types (the LM methods cost minutes "
                              "per case on a small CPU)")
     parser.add_argument("--eval-only", action="store_true", help="score the bench already under --out")
+    parser.add_argument("--no-gold-evidence", action="store_true",
+                        help="hide the gold evidence ids from the methods (they use pseudo-evidence, as on data without "
+                             "them); scores go to results-pseudo.json/.md, verdicts to each part's eval-pseudo/")
     parser.add_argument("--out", type=Path, default=Path("runs") / f"bench-attribution-{time.strftime('%Y%m%d-%H%M%S')}")
     args = parser.parse_args(argv)
 
@@ -205,14 +215,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.eval_only:
         build(args, models)
     args.out.mkdir(parents=True, exist_ok=True)
-    header = f"task LM {args.lm}, attributor {args.attributor_lm or args.lm}"
+    header = (f"task LM {args.lm}, attributor {args.attributor_lm or args.lm}"
+              f"{', gold evidence hidden (pseudo-evidence)' if args.no_gold_evidence else ''}")
+    name = results_name(args)
 
     def save(results: dict[str, Any]) -> list[tuple[str, bool]]:
         results["models"] = {"task": args.lm, "attributor": args.attributor_lm or args.lm}
         checks = targets(results)
         results["targets"] = [{"target": line, "met": ok} for line, ok in checks]
-        (args.out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (args.out / "results.md").write_text(
+        (args.out / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (args.out / f"{name}.md").write_text(
             f"MemTraceBench, {results['cases']} cases scored; {header}\n\n{table(results)}\n\n"
             + "\n".join(f"- {'met' if ok else 'missed'}: {line}" for line, ok in checks) + "\n", encoding="utf-8")
         return checks

@@ -261,7 +261,8 @@ def _same_op(view: GraphView, plan: Plan) -> str | None:
 
 def _write(out: Path, cases: Sequence[BenchCase], request: BuildRequest, seconds: float) -> dict[str, dict[str, int]]:
     out.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(out / "eval", ignore_errors=True)  # verdicts and scores of the cases being replaced
+    for verdicts in ("eval", "eval-pseudo"):  # verdicts and scores of the cases being replaced
+        shutil.rmtree(out / verdicts, ignore_errors=True)
     lines = [json.dumps(c.to_dict(), sort_keys=True, ensure_ascii=False) for c in cases]
     (out / CASES_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     rows = [{**c.to_dict(), "evidence": list(c.evidence), "label": json.dumps(c.label.to_dict(), sort_keys=True),

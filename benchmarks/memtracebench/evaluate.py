@@ -12,7 +12,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,8 @@ from memtrace_opt.benchmarks.memtracebench.build import CASES_FILE
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.rundir import write_jsonl
 
-__all__ = ["Score", "MethodScore", "load_bench", "score_verdicts", "eval_bench", "bench_replay_provider", "score_tables",
-           "confusion_table"]
+__all__ = ["Score", "MethodScore", "load_bench", "score_verdicts", "eval_bench", "eval_dir", "bench_replay_provider",
+           "score_tables", "confusion_table"]
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +184,7 @@ def eval_bench(
     task_lm: Any = None,
     case_ids: Iterable[str] | None = None,
     fresh: bool = False,
+    gold_evidence: bool = True,
 ) -> list[MethodScore]:
     """Run each method on the bench's cases and score it; writes `eval/<method>.jsonl` and `eval/results.json`.
     `lm` is the attributor model; `task_lm` the model the systems run on when `counterfactual` replays
@@ -193,7 +194,11 @@ def eval_bench(
     Resumable: each verdict is appended to `eval/<method>.jsonl` as its case ends, and a case that already has
     a verdict (without `error`) from the method is not attributed again; `fresh` starts the method over.
     Verdicts on cases outside `case_ids` / `limit` stay in the file. Building a bench into the directory again
-    removes `eval/`, so verdicts never outlive their cases."""
+    removes `eval/`, so verdicts never outlive their cases.
+
+    `gold_evidence=False` hides the gold evidence ids from the methods, as on a user's own data without them:
+    they work from pseudo-evidence (the question and gold answer against the turns). Those verdicts and scores
+    go to `eval-pseudo/` in place of `eval/`, so the two settings never mix."""
     root, cases = load_bench(bench)
     every = cases
     if case_ids is not None:
@@ -201,7 +206,7 @@ def eval_bench(
         cases = [c for c in cases if c.case_id in keep]
     if limit is not None:
         cases = cases[:limit]
-    out = root / "eval"
+    out = root / eval_dir(gold_evidence)
     out.mkdir(parents=True, exist_ok=True)
     scores = []
     wanted = {c.case_id for c in cases}
@@ -224,7 +229,7 @@ def eval_bench(
         options: dict[str, Any] = {}
         if method == "counterfactual":
             options["replay_provider"] = bench_replay_provider(root, cases, task_lm)
-        new = attribute_cases([c.failed_case(root) for c in todo], method, lm=lm, config=config, progress=tick,
+        new = attribute_cases([_shown(c.failed_case(root), gold_evidence) for c in todo], method, lm=lm, config=config, progress=tick,
                               num_threads=num_threads, **options)
         found = {**done, **{v.case_id: v for v in new}}
         verdicts = [found[c.case_id] for c in cases if c.case_id in found]
@@ -235,6 +240,19 @@ def eval_bench(
     results = {"schema_version": BENCH_SCHEMA_VERSION, "cases": len(cases), "methods": [s.to_dict() for s in scores]}
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return scores
+
+
+def eval_dir(gold_evidence: bool = True) -> str:
+    """Where a bench's verdicts go: `eval` with the gold evidence shown to the methods, `eval-pseudo` without."""
+    return "eval" if gold_evidence else "eval-pseudo"
+
+
+def _shown(case: FailedCase, gold_evidence: bool) -> FailedCase:
+    """The case as the methods see it: without gold evidence ids (in the case and its question) unless shown."""
+    if gold_evidence:
+        return case
+    question = {**case.question, "evidence": []} if isinstance(case.question, dict) else case.question
+    return replace(case, evidence=(), question=question)
 
 
 def _pct(score: Score, hits: int) -> str:

@@ -87,6 +87,7 @@ def bench_eval_impl(
     progress: bool = True,
     models: Any = None,
     fresh: bool = False,
+    gold_evidence: bool = True,
 ) -> Any:
     """Score attribution methods on the benchmark in `bench`; print accuracy, cost and confusion tables."""
     from memtrace_opt.attribution import AttributionConfig, method_names
@@ -108,7 +109,8 @@ def bench_eval_impl(
             out_console.log(f"{method}: {done}/{total}")
 
     scores = eval_bench(bench, methods, lm=lm, config=AttributionConfig(embedder=embedder, max_lm_calls=max_calls),
-                        limit=limit, progress=tick, num_threads=threads, task_lm=task_lm, fresh=fresh)
+                        limit=limit, progress=tick, num_threads=threads, task_lm=task_lm, fresh=fresh,
+                        gold_evidence=gold_evidence)
     for table in score_tables(scores):
         out_console.print(table)
     for score in scores:
@@ -155,6 +157,10 @@ def bench_eval_command(
     limit: Annotated[Optional[int], typer.Option(help="Score the first N cases only.")] = None,  # noqa: UP045
     threads: Annotated[int, typer.Option(help="Cases attributed in parallel.")] = 1,
     fresh: Annotated[bool, typer.Option("--fresh", help="Attribute every case again (default: resume).")] = False,
+    gold_evidence: Annotated[bool, typer.Option(
+        "--gold-evidence/--no-gold-evidence",
+        help="Show the methods the gold evidence ids, or hide them (pseudo-evidence, as on data without them; "
+             "verdicts go to BENCH/eval-pseudo/).")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
     *,
     roles: ModelRoles,
@@ -164,4 +170,4 @@ def bench_eval_command(
     matrix, cost per case. Verdicts and scores go to BENCH/eval/; each verdict is written as its case ends, and
     a stopped eval resumes where it stopped (--fresh starts over, e.g. with another attributor model)."""
     bench_eval_impl(bench, list(method or ["lineage"]), roles=roles, embedder=embedder, max_calls=max_calls,
-                    limit=limit, threads=threads, progress=not quiet, fresh=fresh)
+                    limit=limit, threads=threads, progress=not quiet, fresh=fresh, gold_evidence=gold_evidence)

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memtrace_opt.attribution import AttributionConfig, GraphView, Verdict, load_case_graph
+from memtrace_opt.attribution.runs import read_verdicts
 from memtrace_opt.benchmarks.memtracebench import (
     BenchCase,
     BuildRequest,
@@ -220,3 +221,28 @@ def test_scoring_a_subset_keeps_the_verdicts_on_the_other_cases(bench, tmp_path)
     seen: list[int] = []
     eval_bench(root, ["lineage"], config=config, progress=lambda m, done, total: seen.append(done))
     assert seen == []  # nothing to attribute again
+
+
+def test_hidden_gold_evidence_sends_the_methods_to_pseudo_evidence_in_their_own_directory(bench, tmp_path) -> None:
+    import shutil
+
+    from memtrace_opt.cli import app
+
+    root = tmp_path / "b"
+    shutil.copytree(bench.out, root)
+    shutil.rmtree(root / "eval", ignore_errors=True)
+    config = AttributionConfig(embedder="hash")
+    cases = load_bench(root)[1]
+    assert any(c.evidence for c in cases)
+    eval_bench(root, ["lineage"], config=config)
+    shown = {v.case_id: v for v in read_verdicts(root / "eval" / "lineage.jsonl")}
+    result = CliRunner().invoke(app, ["bench", "eval", str(root), "-m", "lineage", "--embedder", "hash",
+                                      "--no-gold-evidence", "-q"])
+    assert result.exit_code == 0, result.output
+    hidden = {v.case_id: v for v in read_verdicts(root / "eval-pseudo" / "lineage.jsonl")}
+    assert set(hidden) == set(shown) == {c.case_id for c in cases}
+    for case in cases:
+        if case.evidence:
+            assert "evidence: gold" in shown[case.case_id].reason
+            assert "evidence: pseudo" in hidden[case.case_id].reason
+    assert {v.case_id: v for v in read_verdicts(root / "eval" / "lineage.jsonl")} == shown  # eval/ untouched
