@@ -30,8 +30,10 @@ class ModuleSelector(Protocol):
 @dataclass(frozen=True)
 class MostBlamed:
     """The predictor with the most blamed failures (ties: the one first in `blame_counts` order, which
-    `Blame.counts` gives upstream first). After `give_up_after` consecutive rejected rewrites of the same predictor, the next most blamed
-    predictor is tried instead, if there is one."""
+    `Blame.counts` gives upstream first). A predictor whose rewrites were rejected in `give_up_after` rounds
+    since its last accepted one is tired: every blamed predictor that is not comes first, so rounds are not
+    spent again and again on a prompt the reflection model cannot fix. When every blamed predictor is tired,
+    the least rejected one is chosen (then the most blamed)."""
 
     give_up_after: int = 2
 
@@ -39,19 +41,18 @@ class MostBlamed:
         ranked = [name for name, count in sorted(blame_counts.items(), key=lambda kv: -kv[1]) if count > 0]
         if not ranked:
             return None
-        tired = _rejected_streak(history)
-        if tired is not None and tired[1] >= self.give_up_after and len(ranked) > 1 and ranked[0] == tired[0]:
-            return ranked[1]
-        return ranked[0]
+        rejected = rejections_since_accepted(history)
+        fresh = [name for name in ranked if rejected.get(name, 0) < self.give_up_after]
+        if fresh:
+            return fresh[0]
+        return min(ranked, key=lambda name: rejected.get(name, 0))  # stable: ties keep the blame order
 
 
-def _rejected_streak(history: Sequence[RoundOutcome]) -> tuple[str, int] | None:
-    """(predictor, n) when the last n rounds all chose that predictor and rejected its rewrites."""
-    streak = 0
-    name: str | None = None
-    for outcome in reversed(history):
-        if outcome.accepted or outcome.predictor is None or (name is not None and outcome.predictor != name):
-            break
-        name = outcome.predictor
-        streak += 1
-    return (name, streak) if name is not None else None
+def rejections_since_accepted(history: Sequence[RoundOutcome]) -> dict[str, int]:
+    """predictor -> rounds that chose it and rejected its rewrite since its last accepted one."""
+    counts: dict[str, int] = {}
+    for outcome in history:
+        if outcome.predictor is None:
+            continue
+        counts[outcome.predictor] = 0 if outcome.accepted else counts.get(outcome.predictor, 0) + 1
+    return counts

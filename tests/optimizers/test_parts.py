@@ -25,6 +25,20 @@ def test_most_blamed_picks_the_top_and_moves_on_after_repeated_rejections():
     assert selector.select(counts, [*tired, RoundOutcome("a.predict", True)]) == "a.predict"
 
 
+def test_most_blamed_does_not_go_back_to_a_tired_predictor_while_another_is_fresh():
+    selector = MostBlamed(give_up_after=2)
+    counts = {"a.predict": 4, "b.predict": 1}
+    history = [RoundOutcome("a.predict", False), RoundOutcome("a.predict", False), RoundOutcome("b.predict", True)]
+    assert selector.select(counts, history) == "b.predict"  # a's two rejections still count after b's accepted step
+    history.append(RoundOutcome("b.predict", False))
+    assert selector.select(counts, history) == "b.predict"  # b rejected once since its accepted step: still fresh
+    history.append(RoundOutcome("b.predict", False))
+    assert selector.select(counts, history) == "a.predict"  # both tired, both rejected twice: the most blamed
+    history.append(RoundOutcome("a.predict", False))
+    assert selector.select(counts, history) == "b.predict"  # then the least rejected
+    assert selector.select({"a.predict": 4}, history) == "a.predict"  # the only blamed one, tired or not
+
+
 def test_strict_improvement_accepts_only_a_valset_gain():
     rule = StrictImprovement()
     assert not rule.on_minibatch(0.5, 0.5).ok and rule.on_minibatch(0.5, 0.6).ok
