@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--optimizers", default="memtrace,gepa,mipro,copro,simba,bootstrap,blame_response,gepa_attributed")
     parser.add_argument("--attribution", default="lineage")
     parser.add_argument("--lm", default="embedded")
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=30,
+                        help="rounds of our loop at most (the plateau or the budget ends it first, as for the others)")
     parser.add_argument("--candidates", type=int, default=2)
     parser.add_argument("--minibatch", type=int, default=6)
     parser.add_argument("--patience", type=int, default=2, help="rounds without an accepted change before stopping")
