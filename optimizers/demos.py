@@ -4,7 +4,8 @@ Besides the reflection LM's instructions, each round may try one more candidate 
 current instruction with up to N demos, each one of its recorded calls that served a correct answer (the
 call whose output carried the gold answer, see `local_check.correct_calls`). A demo is the call's input
 fields, read back from the user message the adapter wrote (`[[ ## field ## ]]` sections; a string value is
-shown verbatim when DSPy formats a demo), and its output fields, read back from the reply the same way. Only
+shown verbatim when DSPy formats a demo), and its output fields, read back from the reply the same way (a reply
+cut short or looping on one line is no example to follow: it is skipped). Only
 the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the program is untouched.
 
     demos = predictor_demos(program, "answer.predict", evaluation, memo, max_demos=2)
@@ -13,6 +14,7 @@ the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the progra
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +26,7 @@ from memtrace_opt.optimizers.evidence import without_adapter_tail
 from memtrace_opt.optimizers.local_check import correct_calls
 from memtrace_opt.optimizers.memo import ReplayMemo
 
-__all__ = ["predictor_demos", "demo_from_exchange", "DEMO_CHARS"]
+__all__ = ["predictor_demos", "demo_from_exchange", "well_formed", "DEMO_CHARS"]
 
 DEMO_CHARS = 8000  # about 2k tokens: a longer call (a whole transcript) would crowd an 8k window as a demo
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
@@ -40,8 +42,25 @@ def _sections(text: str) -> dict[str, str]:
     return out
 
 
+def well_formed(value: str) -> bool:
+    """An output fit to be shown as a worked example: JSON that parses where it looks like JSON (a reply cut by
+    the token limit does not), and no list item or line said twice (a small model's loop on one fact)."""
+    text = value.strip()
+    items: list[Any] = text.splitlines()
+    if text[:1] in "[{":
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return False
+        items = [json.dumps(item) if not isinstance(item, str) else item for item in parsed] if isinstance(parsed, list) else []
+    keys = [" ".join(str(item).lower().split()) for item in items]
+    keys = [key for key in keys if key]
+    return len(keys) == len(set(keys))
+
+
 def demo_from_exchange(signature: Any, prompt: str, response: str) -> dict[str, str] | None:
-    """The demo (input and output field values as text) of one recorded call, or None when a field is missing."""
+    """The demo (input and output field values as text) of one recorded call, or None when a field is missing
+    or an output is not `well_formed`."""
     inputs = _sections(without_adapter_tail(prompt))
     outputs = _sections(response)
     demo: dict[str, str] = {}
@@ -50,7 +69,7 @@ def demo_from_exchange(signature: Any, prompt: str, response: str) -> dict[str, 
             return None
         demo[name] = inputs[name]
     for name in signature.output_fields:
-        if not outputs.get(name):
+        if not outputs.get(name) or not well_formed(outputs[name]):
             return None
         demo[name] = outputs[name]
     return demo

@@ -176,6 +176,18 @@ def _clean(text: Any, limit: int) -> str:
 
 _BULLETS = "-*• "
 
+# the tracing's own words: turn and op ids, the evidence source, predictor names, "the answer op"; a reflection
+# model copies them from the blame reasons, and they mean nothing to the task model reading the instruction
+_TRACE_WORDS = re.compile(r"\bturn:\S+|\bD\d+:\d+\b|\bop:\d+|\bevidence: (?:gold|pseudo)\b|\b\w+\.predict\b|\bops?\b",
+                          re.IGNORECASE)
+
+
+def _without_trace_lines(text: str, instruction: str) -> str:
+    """`text` without the lines that use the tracing's words (ids, "op") the current instruction does not."""
+    known = {m.group(0).lower() for m in _TRACE_WORDS.finditer(instruction)}
+    return "\n".join(line for line in text.splitlines()
+                     if all(m.group(0).lower() in known for m in _TRACE_WORDS.finditer(line))).strip()
+
 
 def _unrepeated(text: str) -> str:
     """`text` without lines that repeat an earlier one (a small model sampling long replies loops on a line)."""
@@ -218,7 +230,8 @@ class ReflectiveProposer:
     is mostly a loop on one line, and decoding it costs more time than the rest of the round. With
     `drop_case_specific`, a reply that names a person, place or thing of the cases (a capitalized word of their
     questions and answers that the current instruction does not use) is dropped: a rule about the training
-    conversations' people does not carry over to others."""
+    conversations' people does not carry over to others. Lines that use the tracing's own words (turn or op ids,
+    "evidence: gold", predictor names, "the answer op"), copied from the blame reasons, are dropped."""
 
     lm: Any = None
     max_cases: int = 3
@@ -259,12 +272,15 @@ class ReflectiveProposer:
                     if approach == ADD_RULES:
                         reply = self.add_rules(step=step, current_instruction=evidence.instruction,
                                                failed_cases=failed, correct_cases=correct, config=config)
-                        rules = _clean(getattr(reply, "rules", ""), self.max_chars)
+                        rules = _without_trace_lines(_clean(getattr(reply, "rules", ""), self.max_chars),
+                                                     evidence.instruction)
                         text = _with_rules(evidence.instruction, rules) if len(rules) >= self.min_rule_chars else ""
                     else:
                         reply = self.predict(step=step, current_instruction=evidence.instruction, failed_cases=failed,
                                              correct_cases=correct, approach=approach, config=config)
-                        text = _unrepeated(_clean(getattr(reply, "new_instruction", ""), self.max_chars))
+                        text = _without_trace_lines(
+                            _unrepeated(_clean(getattr(reply, "new_instruction", ""), self.max_chars)),
+                            evidence.instruction)
             except Exception as error:  # noqa: BLE001 - a bad reply costs one candidate, not the round
                 log.warning("proposal %d for %s failed: %s", attempt, evidence.predictor, error)
                 continue

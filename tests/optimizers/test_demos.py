@@ -93,3 +93,19 @@ def test_without_demos_the_round_has_only_the_proposals(examples):
     first = opt.result.rounds[0]
     assert first.chosen_predictor == ANSWER and not first.accepted
     assert all(c.demos is None for c in first.candidates) and len(first.candidates) <= 2
+
+
+def test_a_call_whose_reply_loops_or_is_cut_short_is_no_demo():
+    from memtrace_opt.optimizers.demos import well_formed
+
+    assert well_formed('["Gina is a dancer.", "Jon lost his job."]') and well_formed("7 May 2023")
+    assert not well_formed('["Gina is a dancer.", "Jon lost his job.", "gina is a  dancer."]')  # said twice
+    assert not well_formed('["Gina is a dancer.", "Jon lost his')  # cut by the token limit
+    assert not well_formed("Step one.\nStep two.\nStep one.")
+    signature = Mem0Memory().extract_facts.predict.signature
+    prompt = "".join(f"[[ ## {name} ## ]]\nx\n\n" for name in signature.input_fields)
+    looped = '[[ ## facts ## ]]\n["Jon likes dance.", "Jon likes dance."]\n\n[[ ## completed ## ]]'
+    assert demo_from_exchange(signature, prompt, looped) is None
+    fine = '[[ ## facts ## ]]\n["Jon likes dance."]\n\n[[ ## completed ## ]]'
+    assert demo_from_exchange(signature, prompt, fine) == {**dict.fromkeys(signature.input_fields, "x"),
+                                                           "facts": '["Jon likes dance."]'}

@@ -219,3 +219,24 @@ def test_proposals_that_name_the_cases_people_are_dropped():
     with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- Remind Melanie to rest."})])):
         kept = ReflectiveProposer(attempts_per_candidate=1, drop_case_specific=False).propose(evidence, 1)
     assert kept == [current + "\n- Remind Melanie to rest."]
+
+
+def test_proposal_lines_that_copy_the_tracing_words_are_dropped():
+    import dspy
+
+    from memtrace_opt.optimizers import ProposalEvidence, ReflectiveProposer
+    from memtrace_opt.testing import Skill, fake_lm
+
+    current = "Answer the question from the context, in a few words."
+    evidence = ProposalEvidence("answer.predict", "mem0.answer", current)
+    leaked = ("- If the needed information reached the answer op, which did not use it (evidence: gold turn:D1:3), "
+              "reply: None\n- Write a date as 7 May 2023.")
+    rewrite = "Answer from the context in a few words.\nFix answer.predict at op:41 (D1:25).\nNever guess."
+    lm = fake_lm([Skill(("rules",), lambda call: {"rules": leaked}),
+                  Skill(("new_instruction",), lambda call: {"new_instruction": rewrite})])
+    with dspy.context(lm=lm):
+        found = ReflectiveProposer(attempts_per_candidate=1).propose(evidence, 2)
+    assert found == [current + "\n- Write a date as 7 May 2023.",
+                     "Answer from the context in a few words.\nNever guess."]
+    with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- Say which op:3 failed."})])):
+        assert ReflectiveProposer(attempts_per_candidate=1).propose(evidence, 1) == []  # nothing left: an echo
