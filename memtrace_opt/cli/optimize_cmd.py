@@ -188,9 +188,13 @@ def compare_command(
 
     def on_row(row: Any) -> None:
         after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
-        out_console.print(f"{row.optimizer}: {row.baseline_accuracy:.3f} -> {after}, {row.lm_calls} LM calls, "
+        moved = ""
+        if row.paired is not None:
+            fixed_broken, interval = row.paired.cells()
+            moved = f" (questions {fixed_broken}, 95% CI {interval})"
+        out_console.print(f"{row.optimizer}: {row.baseline_accuracy:.3f} -> {after}{moved}, {row.lm_calls} LM calls, "
                           f"{row.seconds:.0f} s" + (f" ({row.error})" if row.error else ""))
 
     summary = compare_optimizers(request, on_row=on_row)
     out_console.print(summary.markdown())
-    out_console.print(f"-> {summary.out / 'compare.md'}, compare.json, compare.png")
+    out_console.print(f"-> {summary.out / 'compare.md'}, compare.json, compare.png, programs/")

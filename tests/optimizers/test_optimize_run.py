@@ -123,3 +123,17 @@ def test_compare_time_budget_stops_each_optimizer_on_the_clock(tmp_path, fake_mo
     assert bootstrap.stopped_by_budget and bootstrap.lm_calls == 0 and bootstrap.error is None
     assert ours.stopped_by_budget and not ours.details["rounds"]  # the baseline ran; no round had time left
     assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["time_budget"] == 0.0
+
+
+def test_cli_compare_prints_each_row_question_by_question(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    main(["compare", "--system", "mem0", "--lm", "fake", "--data", str(data), "--train", "toy-a", "--val", "toy-b",
+          "--test", "toy-c", "--optimizers", "bootstrap", "--budget", "10", "--out", "cmp"])
+    printed = capsys.readouterr().out
+    row = json.loads((tmp_path / "cmp" / "compare.json").read_text())["rows"][0]
+    fixed, broken = len(row["paired"]["fixed"]), len(row["paired"]["broken"])
+    assert f"bootstrap: {row['baseline_accuracy']:.3f} -> {row['optimized_accuracy']:.3f} (questions +{fixed} / -{broken}" \
+        in " ".join(printed.split())
+    assert (tmp_path / "cmp" / "programs" / "bootstrap.json").is_file()
