@@ -34,7 +34,7 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.models import Models
 from memtrace_opt.optimizers.baselines import BASELINES, run_baseline
 from memtrace_opt.optimizers.budget import LMBudget
-from memtrace_opt.optimizers.evaluation import CachedEvaluator
+from memtrace_opt.optimizers.evaluation import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.examples import case_refs, make_examples, resolve_conversation
 from memtrace_opt.optimizers.metric import AnswerMetric
 from memtrace_opt.optimizers.paired import PairedDelta, paired_delta
@@ -141,6 +141,11 @@ class CompareSummary:
         return "\n".join(lines).lstrip() + "\n"
 
 
+def _correct(result: EvalResult) -> dict[str, bool]:
+    """Case id -> answered correctly, for comparing two evaluations question by question."""
+    return {c.case_id: c.correct for c in result.cases}
+
+
 def _warm_context(student: Any, conversations: Sequence[Any], models: Models) -> QAContext:
     """A QAContext holding the student's memory of every conversation (its cost is nobody's budget)."""
     context = QAContext()
@@ -215,7 +220,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     context = _warm_context(student, conversations, models)
     tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system})
     before = tester.evaluate(student, test_cases)
-    baseline, correct_before = before.accuracy, {c.case_id: c.correct for c in before.cases}
+    baseline, correct_before = before.accuracy, _correct(before)
     log.info("%s: held-out accuracy before optimizing %.3f", request.system, baseline)
     rows: list[CompareRow] = []
     for name in request.optimizers:
@@ -236,15 +241,15 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
             log.exception("%s failed", name)
             calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
-        after = tester.evaluate(program, test_cases) if error is None else None
-        accuracy = after.accuracy if after is not None else None
-        paired = (paired_delta(correct_before, {c.case_id: c.correct for c in after.cases}, seed=request.seed)
-                  if after is not None else None)
+        accuracy, paired = None, None
+        if error is None:
+            after = tester.evaluate(program, test_cases)
+            accuracy, paired = after.accuracy, paired_delta(correct_before, _correct(after), seed=request.seed)
+            # the winner is ready to deploy: `memtrace run --program DIR/programs/NAME.json`
+            save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})
         row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
                          changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
                          paired)
-        if error is None:  # the winner is ready to deploy: `memtrace run --program DIR/programs/NAME.json`
-            save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})
         rows.append(row)
         _write_tables(out, request, splits, metric, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
         if on_row is not None:

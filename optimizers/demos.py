@@ -46,14 +46,14 @@ def well_formed(value: str) -> bool:
     """An output fit to be shown as a worked example: JSON that parses where it looks like JSON (a reply cut by
     the token limit does not), and no list item or line said twice (a small model's loop on one fact)."""
     text = value.strip()
-    items: list[Any] = text.splitlines()
+    items: list[str] = text.splitlines()
     if text[:1] in "[{":
         try:
             parsed = json.loads(text)
         except ValueError:
             return False
-        items = [json.dumps(item) if not isinstance(item, str) else item for item in parsed] if isinstance(parsed, list) else []
-    keys = [" ".join(str(item).lower().split()) for item in items]
+        items = [item if isinstance(item, str) else json.dumps(item) for item in parsed] if isinstance(parsed, list) else []
+    keys = [" ".join(item.lower().split()) for item in items]
     keys = [key for key in keys if key]
     return len(keys) == len(set(keys))
 
