@@ -5,8 +5,9 @@ current instruction with up to N demos, each one of its recorded calls that serv
 call whose output carried the gold answer, see `local_check.correct_calls`). A demo is the call's input
 fields, read back from the user message the adapter wrote (`[[ ## field ## ]]` sections; a string value is
 shown verbatim when DSPy formats a demo), and its output fields, read back from the reply the same way (a reply
-cut short or looping on one line is no example to follow: it is skipped). Only
-the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the program is untouched.
+cut short or looping on one line is no example to follow: it is skipped). The calls whose inputs are most
+like those of the blamed calls come first: a worked example of the kind of input the predictor gets wrong.
+Only the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the program is untouched.
 
     demos = predictor_demos(program, "answer.predict", evaluation, memo, max_demos=2)
     with_instruction(program, "answer.predict", text, demos)
@@ -21,12 +22,13 @@ from typing import Any
 
 import dspy
 
+from memtrace_opt.memory.index import rank_texts, rrf_fuse
 from memtrace_opt.optimizers.evaluation import EvalResult
 from memtrace_opt.optimizers.evidence import without_adapter_tail
 from memtrace_opt.optimizers.local_check import correct_calls
 from memtrace_opt.optimizers.memo import ReplayMemo
 
-__all__ = ["predictor_demos", "demo_from_exchange", "well_formed", "DEMO_CHARS"]
+__all__ = ["predictor_demos", "closest_first", "demo_from_exchange", "well_formed", "DEMO_CHARS"]
 
 DEMO_CHARS = 8000  # about 2k tokens: a longer call (a whole transcript) would crowd an 8k window as a demo
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
@@ -84,14 +86,17 @@ def predictor_demos(
     max_demos: int = 2,
     max_chars: int = DEMO_CHARS,
     exclude: Sequence[dict[str, str]] = (),
+    like: Sequence[str] = (),
+    embedder: str | None = "minilm",
 ) -> list[dict[str, str]]:
     """Up to `max_demos` demos for `predictor` from its calls in `evaluation`'s correct cases (distinct calls,
-    none longer than `max_chars`, none already among `exclude` or the predictor's demos)."""
+    none longer than `max_chars`, none already among `exclude` or the predictor's demos). With `like` (the
+    prompts of the blamed calls), the calls most like the blamed ones come first (`closest_first`)."""
     if max_demos < 1:
         return []
     signature = dict(program.named_predictors())[predictor].signature
     existing = [dict(d) for d in dict(program.named_predictors())[predictor].demos]
-    demos: list[dict[str, str]] = []
+    pool: list[dict[str, str]] = []
     seen: set[str] = set()
     for _, exchange in correct_calls(predictor, evaluation, memo):
         if exchange.prompt in seen or len(exchange.prompt) + len(exchange.response) > max_chars:
@@ -100,7 +105,25 @@ def predictor_demos(
         demo = demo_from_exchange(signature, exchange.prompt, exchange.response)
         if demo is None or demo in existing or demo in exclude:
             continue
-        demos.append(demo)
-        if len(demos) >= max_demos:
-            break
-    return demos
+        pool.append(demo)
+    order = closest_first(list(signature.input_fields), pool, like, embedder=embedder) if like else range(len(pool))
+    return [pool[i] for i in order][:max_demos]
+
+
+def closest_first(fields: Sequence[str], demos: Sequence[dict[str, str]], like: Sequence[str], *,
+                  embedder: str | None = "minilm") -> list[int]:
+    """Indices of `demos`, those whose inputs are most like the `like` prompts first (BM25 and dense ranking
+    fused by RRF over all of them), the others after in their order. Only the input fields that differ between
+    the calls are compared: a field they share (one conversation's transcript, shown to every question) says
+    nothing about which demo resembles a failure, and would drown the field that does (the question)."""
+    queries = [_sections(without_adapter_tail(text)) for text in like]
+    varying = [name for name in fields
+               if len({d.get(name, "") for d in demos} | {q.get(name, "") for q in queries}) > 1]
+    if not demos or not varying:
+        return list(range(len(demos)))
+    texts = ["\n".join(d.get(name, "") for name in varying) for d in demos]
+    rankings = [rank_texts(texts, "\n".join(q.get(name, "") for name in varying), len(texts), embedder=embedder)
+                for q in queries]
+    fused = [int(i) for i, _ in rrf_fuse([[f"{i:08d}" for i in ranking] for ranking in rankings], k=60)]
+    ranked = set(fused)
+    return [*fused, *(i for i in range(len(demos)) if i not in ranked)]

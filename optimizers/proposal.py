@@ -189,6 +189,34 @@ def _without_trace_lines(text: str, instruction: str) -> str:
                      if all(m.group(0).lower() in known for m in _TRACE_WORDS.finditer(line))).strip()
 
 
+# the reflection prompt's own words: a sentence about "this step", "the current instruction", "the rule broken"
+# or "the failed cases" comments on the optimization (a small model restates its task) and tells the task model
+# nothing about its job
+_COMMENTARY = re.compile(
+    r"\b(?:this|the|each) step\b|\bstep's\b|\b(?:the|this|current|new|given|original) instruction\b|"
+    r"\brules? (?:broken|that was broken)\b|\bthe rule (?:is|was) broken\b|\b(?:failed|correct) cases?\b|"
+    r"\bthe failures?\b|\bfailure attribution\b|\broot cause\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+
+
+def _without_commentary(text: str, instruction: str) -> str:
+    """`text` without the sentences that use the reflection prompt's words (`_COMMENTARY`) where the current
+    instruction does not; a line left with no sentence goes, a bullet stays on what is left of its line."""
+    known = {m.group(0).lower() for m in _COMMENTARY.finditer(instruction)}
+    lines = []
+    for line in text.splitlines():
+        body = line.lstrip(_BULLETS)
+        kept = [s for s in _SENTENCE_END.split(body)
+                if all(m.group(0).lower() in known for m in _COMMENTARY.finditer(s))]
+        if kept:
+            lines.append(line[: len(line) - len(body)] + " ".join(kept))
+        elif not body.strip():
+            lines.append(line)
+    return "\n".join(lines).strip()
+
+
 def _unrepeated(text: str) -> str:
     """`text` without lines that repeat an earlier one (a small model sampling long replies loops on a line)."""
     seen: set[str] = set()
@@ -231,7 +259,9 @@ class ReflectiveProposer:
     `drop_case_specific`, a reply that names a person, place or thing of the cases (a capitalized word of their
     questions and answers that the current instruction does not use) is dropped: a rule about the training
     conversations' people does not carry over to others. Lines that use the tracing's own words (turn or op ids,
-    "evidence: gold", predictor names, "the answer op"), copied from the blame reasons, are dropped."""
+    "evidence: gold", predictor names, "the answer op"), copied from the blame reasons, are dropped, and so are
+    sentences in the reflection prompt's words ("this step", "the current instruction", "the rule broken", "the
+    failed cases"): commentary on the rewrite, not instructions for the task model."""
 
     lm: Any = None
     max_cases: int = 3
@@ -272,15 +302,16 @@ class ReflectiveProposer:
                     if approach == ADD_RULES:
                         reply = self.add_rules(step=step, current_instruction=evidence.instruction,
                                                failed_cases=failed, correct_cases=correct, config=config)
-                        rules = _without_trace_lines(_clean(getattr(reply, "rules", ""), self.max_chars),
-                                                     evidence.instruction)
+                        rules = _without_commentary(_without_trace_lines(
+                            _clean(getattr(reply, "rules", ""), self.max_chars), evidence.instruction),
+                            evidence.instruction)
                         text = _with_rules(evidence.instruction, rules) if len(rules) >= self.min_rule_chars else ""
                     else:
                         reply = self.predict(step=step, current_instruction=evidence.instruction, failed_cases=failed,
                                              correct_cases=correct, approach=approach, config=config)
-                        text = _without_trace_lines(
+                        text = _without_commentary(_without_trace_lines(
                             _unrepeated(_clean(getattr(reply, "new_instruction", ""), self.max_chars)),
-                            evidence.instruction)
+                            evidence.instruction), evidence.instruction)
             except Exception as error:  # noqa: BLE001 - a bad reply costs one candidate, not the round
                 log.warning("proposal %d for %s failed: %s", attempt, evidence.predictor, error)
                 continue

@@ -100,7 +100,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         proposals = ctx.proposer.propose(evidence, ctx.num_candidates)
         if ctx.max_demos > 0:
             new_demos = predictor_demos(program, chosen, evaluation, ctx.evaluator.memo, max_demos=ctx.max_demos,
-                                        max_chars=ctx.demo_chars)
+                                        max_chars=ctx.demo_chars, like=[case.shown for case in evidence.failures])
             demos = [*demos_of(program)[chosen], *new_demos] if new_demos else []
     plan = {
         "round": number,

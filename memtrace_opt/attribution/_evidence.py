@@ -11,7 +11,6 @@ or most of an evidence turn's content words in one part of the value.
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections.abc import Sequence
@@ -19,12 +18,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from memtrace_opt.attribution._graph import GraphView
-from memtrace_opt.memory.index import rrf_fuse, tokenize
+from memtrace_opt.memory.index import rank_texts, tokenize
 from memtrace_opt.metrics._porter import porter_stem
 
 __all__ = ["Evidence", "NeededInfo", "content_tokens", "find_evidence", "needed_info", "pseudo_evidence"]
 
-log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"\b[A-Z][a-zA-Z'-]+")  # capitalised words after the question's first: who/what it is about
 ANSWER_RECALL = 0.65
@@ -155,36 +153,8 @@ def pseudo_evidence(
     turns = [n for n in view.graph if view.is_turn(n)]
     if not turns or k <= 0:
         return []
-    texts = [view.turn_text(t) for t in turns]
-    pool = min(len(turns), k * oversample)
-    rankings = [_bm25_rank(texts, query, pool)]
-    try:
-        rankings.append(_dense_rank(texts, query, pool, embedder))
-    except Exception as error:  # noqa: BLE001 - a missing embedder degrades to BM25 only
-        log.warning("pseudo-evidence without dense ranking (%s: %s)", type(error).__name__, error)
-    fused = rrf_fuse([[turns[i] for i in ranking] for ranking in rankings], k=60)
-    return [node for node, _ in fused[:k]]
-
-
-def _bm25_rank(texts: Sequence[str], query: str, pool: int) -> list[int]:
-    import bm25s
-
-    terms = tokenize(query)
-    if not terms:
-        return []
-    retriever = bm25s.BM25()
-    retriever.index([tokenize(t) or ["_"] for t in texts], show_progress=False)
-    docs, scores = retriever.retrieve([terms], k=pool, show_progress=False, n_threads=1)
-    return [int(d) for d, s in zip(docs[0], scores[0], strict=False) if float(s) > 0]
-
-
-def _dense_rank(texts: Sequence[str], query: str, pool: int, embedder: str) -> list[int]:
-    from memtrace_opt.embed import get_embedder
-
-    model = get_embedder(embedder)
-    matrix = model.embed(list(texts))
-    scores = matrix @ model.embed([query])[0]
-    return sorted(range(len(texts)), key=lambda i: (-float(scores[i]), i))[:pool]
+    ranked = rank_texts([view.turn_text(t) for t in turns], query, min(len(turns), k * oversample), embedder=embedder)
+    return [turns[i] for i in ranked[:k]]
 
 
 _ID_SPLIT = re.compile(r"[;,\s]+")  # a few LoCoMo evidence ids hold several ids ("D8:6; D9:17")

@@ -6,6 +6,7 @@ returns a deleted unit or a superseded version.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Sequence
@@ -17,7 +18,9 @@ import numpy as np
 from memtrace_opt.embed import Embedder
 from memtrace_opt.memory.store import MemoryStore, MemoryUnit, StoreEvent
 
-__all__ = ["Hit", "SearchIndex", "rrf_fuse", "tokenize"]
+log = logging.getLogger(__name__)
+
+__all__ = ["Hit", "SearchIndex", "rank_texts", "rrf_fuse", "tokenize"]
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -43,6 +46,43 @@ def rrf_fuse(rankings: Sequence[Sequence[str]], k: int = 60) -> list[tuple[str, 
         for rank, item in enumerate(ranking, start=1):
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def rank_texts(texts: Sequence[str], query: str, pool: int, *, embedder: str | None = "minilm") -> list[int]:
+    """Indices of the `texts` most related to `query`, best first: the BM25 and dense top-`pool` lists fused by
+    RRF (k=60). BM25 alone when `embedder` is None or cannot be loaded (logged); texts sharing no query term and
+    ranked by neither list are left out."""
+    if not texts or pool <= 0:
+        return []
+    rankings = [_bm25_rank(texts, query, pool)]
+    if embedder is not None:
+        try:
+            rankings.append(_dense_rank(texts, query, pool, embedder))
+        except Exception as error:  # noqa: BLE001 - a missing embedder degrades to BM25 only
+            log.warning("ranking without dense similarity (%s: %s)", type(error).__name__, error)
+    fused = rrf_fuse([[f"{i:08d}" for i in ranking] for ranking in rankings], k=60)  # ties: earlier text first
+    return [int(i) for i, _ in fused[:pool]]
+
+
+def _bm25_rank(texts: Sequence[str], query: str, pool: int) -> list[int]:
+    import bm25s
+
+    terms = tokenize(query)
+    if not terms:
+        return []
+    retriever = bm25s.BM25()
+    retriever.index([tokenize(t) or ["_"] for t in texts], show_progress=False)
+    docs, scores = retriever.retrieve([terms], k=min(pool, len(texts)), show_progress=False, n_threads=1)
+    return [int(d) for d, s in zip(docs[0], scores[0], strict=False) if float(s) > 0]
+
+
+def _dense_rank(texts: Sequence[str], query: str, pool: int, embedder: str) -> list[int]:
+    from memtrace_opt.embed import get_embedder
+
+    model = get_embedder(embedder)
+    matrix = model.embed(list(texts))
+    scores = matrix @ model.embed([query])[0]
+    return sorted(range(len(texts)), key=lambda i: (-float(scores[i]), i))[:pool]
 
 
 class SearchIndex:

@@ -109,3 +109,36 @@ def test_a_call_whose_reply_loops_or_is_cut_short_is_no_demo():
     fine = '[[ ## facts ## ]]\n["Jon likes dance."]\n\n[[ ## completed ## ]]'
     assert demo_from_exchange(signature, prompt, fine) == {**dict.fromkeys(signature.input_fields, "x"),
                                                            "facts": '["Jon likes dance."]'}
+
+
+def test_demos_like_the_blamed_calls_come_first_and_a_shared_field_is_not_compared():
+    from memtrace_opt.optimizers.demos import closest_first
+
+    transcript = "Gina: I opened my dance studio in March. Jon: I lost my banking job and bought a bakery oven."
+    demos = [{"context": transcript, "question": q, "answer": a} for q, a in (
+        ("What does Jon bake?", "bread"),
+        ("When did Gina open her dance studio?", "March 2023"),
+        ("Which city does Jon live in?", "Paris"),
+    )]
+    blamed = f"[[ ## context ## ]]\n{transcript}\n\n[[ ## question ## ]]\nWhen did Gina start teaching at the studio?"
+    order = closest_first(["context", "question"], demos, [blamed], embedder=None)
+    assert order[0] == 1 and sorted(order) == [0, 1, 2]
+    # the transcript is the same in every call: ranking on it alone would say nothing, so it is left out and
+    # a question with no word in common with the blamed one keeps its place behind the one that has
+    assert closest_first(["context", "question"], demos, [], embedder=None) == [0, 1, 2]
+    same = [dict(d, question="What is it?") for d in demos]
+    assert closest_first(["context", "question"], same, [f"[[ ## context ## ]]\n{transcript}\n\n[[ ## question ## ]]"
+                                                          "\nWhat is it?"], embedder=None) == [0, 1, 2]
+
+
+def test_predictor_demos_puts_the_call_most_like_a_blamed_one_first(examples):
+    models, _ = shy_models()
+    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task)
+    program = Mem0Memory()
+    evaluation = evaluator.evaluate(program, case_refs(examples))
+    everyone = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, embedder=None)
+    assert len(everyone) >= 2
+    last = everyone[-1]
+    like = "".join(f"[[ ## {name} ## ]]\n{value}\n\n" for name, value in last.items() if name != "answer")
+    first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=1, like=[like], embedder=None)
+    assert first == [last] and everyone[0] != last

@@ -240,3 +240,29 @@ def test_proposal_lines_that_copy_the_tracing_words_are_dropped():
                      "Answer from the context in a few words.\nNever guess."]
     with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- Say which op:3 failed."})])):
         assert ReflectiveProposer(attempts_per_candidate=1).propose(evidence, 1) == []  # nothing left: an echo
+
+
+def test_proposal_sentences_that_comment_on_the_rewrite_are_dropped():
+    import dspy
+
+    from memtrace_opt.optimizers import ProposalEvidence, ReflectiveProposer
+    from memtrace_opt.testing import Skill, fake_lm
+
+    current = "You answer a question about a conversation, using only the context. If it is not there, reply: None"
+    evidence = ProposalEvidence("answer.predict", "long_context.answer", current)
+    # what the 1.5B reflection model wrote on the 63-question run: a description of its task, not a rule
+    restated = ("This step adheres to the instruction that requires answering a question using the conversation "
+                "memory provided. The rule broken is that the answer did not include the necessary information.\n"
+                "The current instruction should include the necessary information for the question's context.")
+    rewrite = ("Answer from the context in a few words. This step must keep the correct cases working.\n"
+               "- Write a date as 7 May 2023. The failed cases show dates written as 'yesterday'.")
+    lm = fake_lm([Skill(("rules",), lambda call: {"rules": restated}),
+                  Skill(("new_instruction",), lambda call: {"new_instruction": rewrite})])
+    with dspy.context(lm=lm):
+        found = ReflectiveProposer(attempts_per_candidate=1).propose(evidence, 2)
+    # the rules were all commentary: the candidate would be the current instruction, an echo, so it is dropped
+    assert found == ["Answer from the context in a few words.\n- Write a date as 7 May 2023."]
+    kept_words = ProposalEvidence("answer.predict", "x.answer", "Follow the rules of this step. Reply briefly.")
+    with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- This step never guesses a date."})])):
+        assert ReflectiveProposer(attempts_per_candidate=1).propose(kept_words, 1) == [
+            "Follow the rules of this step. Reply briefly.\n- This step never guesses a date."]  # its own words stay
