@@ -164,6 +164,14 @@ def _near(a: str, b: str, words: int = 2) -> bool:
     return changed <= words
 
 
+def _adds_nothing(text: str, current: str) -> bool:
+    """True when every word of `text` is already in `current`: the current instruction cut short or with parts
+    left out (a small model asked for a rewrite often hands back its first lines), which fixes nothing the
+    failures show."""
+    words = set(re.findall(r"[a-z0-9]+", current.lower()))
+    return all(word in words for word in re.findall(r"[a-z0-9]+", text.lower()))
+
+
 def _clean(text: Any, limit: int) -> str:
     value = str(text or "").strip().strip("`").strip()
     for prefix in ("new instruction:", "instruction:", "rules:", "rule:"):
@@ -246,7 +254,8 @@ def _with_rules(current: str, rules: str) -> str:
 class ReflectiveProposer:
     """Calls of the reflection LM, one per approach, each a distinct rollout, until K usable instructions are
     found or `attempts_per_candidate * K` calls are spent (a small model often echoes the current instruction:
-    the slot goes to the next approach instead of being lost). The first approach, adding rules, asks only for
+    the slot goes to the next approach instead of being lost; so does a reply with no word the current instruction
+lacks, which is the current one cut short). The first approach, adding rules, asks only for
     the rules (`ProposeRule`) and appends them: asked for a whole instruction, a small model mostly returns the
     current one re-worded; the others ask for the complete instruction (`ProposeInstruction`). A reply equal to
     the current instruction but for a word or two counts as an echo.
@@ -316,8 +325,9 @@ class ReflectiveProposer:
                 log.warning("proposal %d for %s failed: %s", attempt, evidence.predictor, error)
                 continue
             if (len(text) < self.min_chars or _near(text, evidence.instruction)
-                    or any(_same(text, f) for f in found)):
-                log.info("proposal %d for %s dropped (empty, unchanged or a duplicate)", attempt, evidence.predictor)
+                    or _adds_nothing(text, evidence.instruction) or any(_same(text, f) for f in found)):
+                log.info("proposal %d for %s dropped (empty, unchanged, cut from the current one or a duplicate)",
+                         attempt, evidence.predictor)
                 continue
             if self.drop_case_specific and _case_specific(text, names):  # names are words the instruction lacks
                 log.info("proposal %d for %s dropped (it names the cases' people or things)", attempt,

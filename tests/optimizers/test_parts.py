@@ -266,3 +266,22 @@ def test_proposal_sentences_that_comment_on_the_rewrite_are_dropped():
     with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- This step never guesses a date."})])):
         assert ReflectiveProposer(attempts_per_candidate=1).propose(kept_words, 1) == [
             "Follow the rules of this step. Reply briefly.\n- This step never guesses a date."]  # its own words stay
+
+
+def test_a_rewrite_that_only_cuts_the_current_instruction_is_an_echo():
+    import dspy
+
+    from memtrace_opt.optimizers import ProposalEvidence, ReflectiveProposer
+    from memtrace_opt.testing import Skill, fake_lm
+
+    current = ("You answer a question from the context. If the context does not state it, reply: None\n"
+               "Otherwise reply in a few words. A when question is answered with a date such as 7 May 2023.")
+    evidence = ProposalEvidence("answer.predict", "long_context.answer", current)
+    # the 63-question run accepted this: the first line alone, which lost the held-out questions the rest answered
+    replies = iter(["You answer a question from the context. If the context does not state it, reply: None",
+                    "You answer a question from the context in a few words; a when question gets a date."])
+    lm = fake_lm([Skill(("rules",), lambda call: {"rules": ""}),
+                  Skill(("new_instruction",), lambda call: {"new_instruction": next(replies)})])
+    with dspy.context(lm=lm):
+        found = ReflectiveProposer(attempts_per_candidate=2).propose(evidence, 2)
+    assert found == ["You answer a question from the context in a few words; a when question gets a date."]
