@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-optimize"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    for noisy in ("httpx", "LiteLLM", "dspy", "optuna"):
+    for noisy in ("httpx", "LiteLLM", "dspy", "optuna", "bm25s"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     session_range = parse_sessions(args.sessions) if args.sessions else None
