@@ -41,6 +41,7 @@ class StrictImprovement:
         return Decision(False, f"rejected: minibatch {candidate:.3f} does not beat the current {current:.3f}")
 
     def on_valset(self, current: float, candidate: float) -> Decision:
-        if candidate > current + self.min_delta:
-            return Decision(True, f"accepted: valset {candidate:.3f} > current {current:.3f}")
-        return Decision(False, f"rejected: valset {candidate:.3f} does not improve on the current {current:.3f}")
+        margin = f" + {self.min_delta:.3f}" if self.min_delta else ""
+        if candidate - current > self.min_delta + (1e-9 if self.min_delta else 0.0):  # 6/20 - 5/20 is no more than 0.05
+            return Decision(True, f"accepted: valset {candidate:.3f} > current {current:.3f}{margin}")
+        return Decision(False, f"rejected: valset {candidate:.3f} does not improve on the current {current:.3f}{margin}")

@@ -73,7 +73,8 @@ class LoopSettings:
     minibatch replay (`local_check.py`); `max_demos` > 0 adds one candidate per round, the current instruction
     with up to that many worked examples from the predictor's own correct calls (`demos.py`), none longer than
     `demo_chars` characters; `validate_ties` sends a candidate that ties the current minibatch score to the
-    valset too (acceptance still needs a valset gain)."""
+    valset too (acceptance still needs a valset gain); `min_val_gain` is the valset gain (accuracy, 0-1) a
+    candidate must exceed to be accepted: 0, any gain; on a small valset a one-question gain is mostly noise."""
 
     max_rounds: int = 6
     patience: int = 2
@@ -88,12 +89,15 @@ class LoopSettings:
     max_demos: int = 2
     demo_chars: int = DEMO_CHARS
     validate_ties: bool = False
+    min_val_gain: float = 0.0
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
             raise ConfigError("optimizer: max_rounds, patience, num_candidates and minibatch_size must be >= 1")
         if self.max_demos < 0:
             raise ConfigError(f"optimizer: max_demos must be >= 0, got {self.max_demos}")
+        if not 0.0 <= self.min_val_gain < 1.0:
+            raise ConfigError(f"optimizer: min_val_gain is an accuracy gain in [0, 1), got {self.min_val_gain}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,7 +136,8 @@ class MemTraceOptimizer(Teleprompter):
         self.attribution_config = attribution_config
         self.selector = selector or MostBlamed()
         self.proposer = proposer
-        self.acceptance = acceptance or StrictImprovement(validate_ties=self.settings.validate_ties)
+        self.acceptance = acceptance or StrictImprovement(min_delta=self.settings.min_val_gain,
+                                                                validate_ties=self.settings.validate_ties)
         self.storage = storage
         self.study_name = study_name
         self.memo = memo or ReplayMemo()

@@ -46,6 +46,7 @@ def optimize_command(
     attribution: Annotated[Optional[str], typer.Option(help="Attribution method: graphtrace, lineage, blame_response, ...")] = None,  # noqa: UP045
     demos: Annotated[Optional[int], typer.Option(help="One candidate per round gives the blamed predictor up to N worked examples from its own correct calls (default 2; 0: instructions only).")] = None,  # noqa: UP045
     validate_ties: Annotated[Optional[bool], typer.Option("--validate-ties/--no-validate-ties", help="Validate a candidate that ties the current minibatch score (acceptance still needs a validation gain).")] = None,  # noqa: UP045
+    min_val_gain: Annotated[Optional[float], typer.Option(help="Accept a candidate only if it beats the current validation accuracy by more than this (0-1; default 0: any gain). On 20 validation questions, 0.05 asks for two questions.")] = None,  # noqa: UP045
     local_check: Annotated[Optional[bool], typer.Option("--local-check/--no-local-check", help="Re-run the blamed calls under each candidate for an upstream predictor before replaying the write path (default: on).")] = None,  # noqa: UP045
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = None,  # noqa: UP045
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite in --out); share one to run several workers.")] = None,  # noqa: UP045
@@ -82,6 +83,7 @@ def optimize_command(
         "local_check": local_check if local_check is not None else opt_cfg.get("local_check"),
         "max_demos": demos if demos is not None else opt_cfg.get("demos"),
         "validate_ties": validate_ties if validate_ties is not None else opt_cfg.get("validate_ties"),
+        "min_val_gain": min_val_gain if min_val_gain is not None else opt_cfg.get("min_val_gain"),
         "seed": seed,
     }
     explicit_loop = {k: v for k, v in loop_values.items() if v is not None}

@@ -49,11 +49,12 @@ def test_optimize_writes_a_loadable_run(tmp_path, fake_models, planted):
 def test_cli_quick_preset_and_run_with_the_program(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     main(["optimize", "--system", "rag", "--lm", "fake", "--preset", "quick", "--no-local-check", "--demos", "1",
-          "--validate-ties", "--out", "opt"])
+          "--validate-ties", "--min-val-gain", "0.1", "--out", "opt"])
     assert (tmp_path / "opt" / "program.json").is_file()
     config = yaml.safe_load((tmp_path / "opt" / "config.yaml").read_text())
     assert config["optimizer"]["settings"]["local_check"] is False  # the flags reached the loop
     assert config["optimizer"]["settings"]["max_demos"] == 1 and config["optimizer"]["settings"]["validate_ties"]
+    assert config["optimizer"]["settings"]["min_val_gain"] == 0.1
     assert config["optimizer"]["settings"]["max_lm_calls"] == 60  # and the preset's settings stayed
     manifest = json.loads((tmp_path / "opt" / "manifest.json").read_text())
     assert manifest["optimizer"]["lm_calls"] <= 60 and "baseline" in manifest

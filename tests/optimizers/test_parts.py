@@ -50,6 +50,12 @@ def test_strict_improvement_accepts_only_a_valset_gain():
     assert ties.on_minibatch(0.5, 0.5).ok and not ties.on_minibatch(0.5, 0.4).ok and not ties.on_valset(0.5, 0.5).ok
     assert not MemTraceOptimizer().acceptance.on_minibatch(0.5, 0.5).ok  # the default: a tie is not validated
 
+    margin = MemTraceOptimizer(settings=LoopSettings(min_val_gain=0.05)).acceptance  # two questions of 20
+    assert not margin.on_valset(5 / 20, 6 / 20).ok and margin.on_valset(5 / 20, 7 / 20).ok
+    assert "+ 0.050" in margin.on_valset(5 / 20, 6 / 20).why
+    with pytest.raises(ConfigError, match="min_val_gain"):
+        LoopSettings(min_val_gain=1.5)
+
 
 def test_question_split_is_deterministic_and_disjoint():
     dataset = load_sample()
