@@ -190,6 +190,7 @@ def _write_tables(out: Path, request: CompareRequest, splits: Any, metric: Answe
         "splits": splits.to_dict(),
         "budget": request.budget,
         "time_budget": request.time_budget,
+        "loop": request.loop.to_dict(),  # our loop's settings (the budget and clock above replace its own)
         "metric": metric.name,
         "models": request.roles.to_dict(),
         "baseline_accuracy": baseline,

@@ -18,6 +18,26 @@ SYSTEM_HELP = f"Memory system: {', '.join(BUILTIN_SYSTEMS)}, or an import path p
 IDS_HELP = "Comma-separated conversation ids"
 
 
+# the loop's knobs, shared by `optimize` and `compare` (where they set our loop, `memtrace`)
+Rounds = Annotated[Optional[int], typer.Option(help="At most N rounds.")]  # noqa: UP045
+Patience = Annotated[Optional[int], typer.Option(help="Stop after N rounds without an accepted change.")]  # noqa: UP045
+Candidates = Annotated[Optional[int], typer.Option(help="Instructions proposed per round (K).")]  # noqa: UP045
+Minibatch = Annotated[Optional[int], typer.Option(help="Training questions per round.")]  # noqa: UP045
+Demos = Annotated[Optional[int], typer.Option(help="One candidate per round gives the blamed predictor up to N worked examples from its own correct calls (default 2; 0: instructions only).")]  # noqa: UP045
+ValidateTies = Annotated[Optional[bool], typer.Option("--validate-ties/--no-validate-ties", help="Validate a candidate that ties the current minibatch score (acceptance still needs a validation gain).")]  # noqa: UP045
+MinValGain = Annotated[Optional[float], typer.Option(help="Accept a candidate only if it beats the current validation accuracy by more than this (0-1; default 0: any gain). On 20 validation questions, 0.05 asks for two questions.")]  # noqa: UP045
+LocalCheck = Annotated[Optional[bool], typer.Option("--local-check/--no-local-check", help="Re-run the blamed calls under each candidate for an upstream predictor before replaying the write path (default: on).")]  # noqa: UP045
+
+
+def _loop_values(opt_cfg: dict[str, Any], **flags: Any) -> dict[str, Any]:
+    """LoopSettings fields from the flags given, else the config's `optimize:` keys (flag names), None if neither."""
+    fields = {"rounds": "max_rounds", "patience": "patience", "candidates": "num_candidates",
+              "minibatch": "minibatch_size", "budget": "max_lm_calls", "time_budget": "max_seconds",
+              "local_check": "local_check", "demos": "max_demos", "validate_ties": "validate_ties",
+              "min_val_gain": "min_val_gain"}
+    return {fields[name]: value if value is not None else opt_cfg.get(name) for name, value in flags.items()}
+
+
 def _out(kind: str, system: str) -> Path:
     return Path("runs") / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{kind}-{system.replace(':', '_').replace('.', '_')}"
 
@@ -37,17 +57,17 @@ def optimize_command(
     limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.")] = None,  # noqa: UP045
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (an unfinished one resumes).")] = None,  # noqa: UP045
     preset: Annotated[Optional[str], typer.Option(help="quick: a small slice and a few rounds (about 15 min with the embedded model).")] = None,  # noqa: UP045
-    rounds: Annotated[Optional[int], typer.Option(help="At most N rounds.")] = None,  # noqa: UP045
-    patience: Annotated[Optional[int], typer.Option(help="Stop after N rounds without an accepted change.")] = None,  # noqa: UP045
-    candidates: Annotated[Optional[int], typer.Option(help="Instructions proposed per round (K).")] = None,  # noqa: UP045
-    minibatch: Annotated[Optional[int], typer.Option(help="Training questions per round.")] = None,  # noqa: UP045
+    rounds: Rounds = None,
+    patience: Patience = None,
+    candidates: Candidates = None,
+    minibatch: Minibatch = None,
     budget: Annotated[Optional[int], typer.Option(help="LM-call budget (task + reflection + attributor calls).")] = None,  # noqa: UP045
     time_budget: Annotated[Optional[float], typer.Option(help="Stop the rounds after this many seconds.")] = None,  # noqa: UP045
     attribution: Annotated[Optional[str], typer.Option(help="Attribution method: graphtrace, lineage, blame_response, ...")] = None,  # noqa: UP045
-    demos: Annotated[Optional[int], typer.Option(help="One candidate per round gives the blamed predictor up to N worked examples from its own correct calls (default 2; 0: instructions only).")] = None,  # noqa: UP045
-    validate_ties: Annotated[Optional[bool], typer.Option("--validate-ties/--no-validate-ties", help="Validate a candidate that ties the current minibatch score (acceptance still needs a validation gain).")] = None,  # noqa: UP045
-    min_val_gain: Annotated[Optional[float], typer.Option(help="Accept a candidate only if it beats the current validation accuracy by more than this (0-1; default 0: any gain). On 20 validation questions, 0.05 asks for two questions.")] = None,  # noqa: UP045
-    local_check: Annotated[Optional[bool], typer.Option("--local-check/--no-local-check", help="Re-run the blamed calls under each candidate for an upstream predictor before replaying the write path (default: on).")] = None,  # noqa: UP045
+    demos: Demos = None,
+    validate_ties: ValidateTies = None,
+    min_val_gain: MinValGain = None,
+    local_check: LocalCheck = None,
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = None,  # noqa: UP045
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite in --out); share one to run several workers.")] = None,  # noqa: UP045
     program: Annotated[Optional[Path], typer.Option("--program", help="Start from a compiled program.json.")] = None,  # noqa: UP045
@@ -74,16 +94,9 @@ def optimize_command(
     given = {k for k, v in {"data": data or cfg.get("data"), "split": split or cfg.get("split"),
                             "attribution": attribution or opt_cfg.get("attribution")}.items() if v}
     loop_values = {
-        "max_rounds": rounds if rounds is not None else opt_cfg.get("rounds"),
-        "patience": patience if patience is not None else opt_cfg.get("patience"),
-        "num_candidates": candidates if candidates is not None else opt_cfg.get("candidates"),
-        "minibatch_size": minibatch if minibatch is not None else opt_cfg.get("minibatch"),
-        "max_lm_calls": budget if budget is not None else opt_cfg.get("budget"),
-        "max_seconds": time_budget if time_budget is not None else opt_cfg.get("time_budget"),
-        "local_check": local_check if local_check is not None else opt_cfg.get("local_check"),
-        "max_demos": demos if demos is not None else opt_cfg.get("demos"),
-        "validate_ties": validate_ties if validate_ties is not None else opt_cfg.get("validate_ties"),
-        "min_val_gain": min_val_gain if min_val_gain is not None else opt_cfg.get("min_val_gain"),
+        **_loop_values(opt_cfg, rounds=rounds, patience=patience, candidates=candidates, minibatch=minibatch,
+                       budget=budget, time_budget=time_budget, local_check=local_check, demos=demos,
+                       validate_ties=validate_ties, min_val_gain=min_val_gain),
         "seed": seed,
     }
     explicit_loop = {k: v for k, v in loop_values.items() if v is not None}
@@ -157,6 +170,14 @@ def compare_command(
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
     limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.")] = None,  # noqa: UP045
     attribution: Annotated[str, typer.Option(help="Attribution method of `memtrace`.")] = "graphtrace",
+    rounds: Rounds = None,
+    patience: Patience = None,
+    candidates: Candidates = None,
+    minibatch: Minibatch = None,
+    demos: Demos = None,
+    validate_ties: ValidateTies = None,
+    min_val_gain: MinValGain = None,
+    local_check: LocalCheck = None,
     judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output directory.")] = None,  # noqa: UP045
     seed: Annotated[int, typer.Option(help="Seed for splits and minibatches.")] = 0,
@@ -168,9 +189,11 @@ def compare_command(
 
     Writes compare.md and compare.json (held-out accuracy before/after, the questions each optimizer fixed and
     broke with a paired 95% interval and sign test, LM calls, tokens, wall time per optimizer), compare.png
-    (accuracy against LM calls) and programs/<optimizer>.json (each optimized program) under --out.
+    (accuracy against LM calls) and programs/<optimizer>.json (each optimized program) under --out. The loop's
+    flags (--rounds, --patience, --demos, --min-val-gain, ...) set our loop (`memtrace`, `blame_response`).
     """
     from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers, parse_optimizers
+    from memtrace_opt.optimizers.teleprompter import LoopSettings
 
     cfg = load_config(config)
     system = system or cfg.get("system")
@@ -185,6 +208,10 @@ def compare_command(
         train=train, val=val, test=test, split=split or "0.4,0.3,0.3", per_split=per_split,
         optimizers=parse_optimizers(optimizers), budget=budget, time_budget=time_budget, attribution=attribution,
         judge=judge, program_settings=dict(cfg.get("settings") or {}), seed=seed,
+        loop=LoopSettings(**{key: value for key, value in _loop_values(
+            dict(cfg.get("optimize") or {}), rounds=rounds, patience=patience, candidates=candidates,
+            minibatch=minibatch, local_check=local_check, demos=demos, validate_ties=validate_ties,
+            min_val_gain=min_val_gain).items() if value is not None}, seed=seed),
     )
     out_console = console()
 
