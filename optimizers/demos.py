@@ -22,7 +22,7 @@ from typing import Any
 
 import dspy
 
-from memtrace_opt.memory.index import rank_texts, rrf_fuse
+from memtrace_opt.memory.index import rank_texts, rrf_fuse_indices
 from memtrace_opt.optimizers.evaluation import EvalResult
 from memtrace_opt.optimizers.evidence import without_adapter_tail
 from memtrace_opt.optimizers.local_check import correct_calls
@@ -124,6 +124,6 @@ def closest_first(fields: Sequence[str], demos: Sequence[dict[str, str]], like: 
     texts = ["\n".join(d.get(name, "") for name in varying) for d in demos]
     rankings = [rank_texts(texts, "\n".join(q.get(name, "") for name in varying), len(texts), embedder=embedder)
                 for q in queries]
-    fused = [int(i) for i, _ in rrf_fuse([[f"{i:08d}" for i in ranking] for ranking in rankings], k=60)]
+    fused = rrf_fuse_indices(rankings)
     ranked = set(fused)
     return [*fused, *(i for i in range(len(demos)) if i not in ranked)]

@@ -137,7 +137,7 @@ class MemTraceOptimizer(Teleprompter):
         self.selector = selector or MostBlamed()
         self.proposer = proposer
         self.acceptance = acceptance or StrictImprovement(min_delta=self.settings.min_val_gain,
-                                                                validate_ties=self.settings.validate_ties)
+                                                          validate_ties=self.settings.validate_ties)
         self.storage = storage
         self.study_name = study_name
         self.memo = memo or ReplayMemo()

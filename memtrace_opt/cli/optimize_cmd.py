@@ -30,12 +30,14 @@ LocalCheck = Annotated[Optional[bool], typer.Option("--local-check/--no-local-ch
 
 
 def _loop_values(opt_cfg: dict[str, Any], **flags: Any) -> dict[str, Any]:
-    """LoopSettings fields from the flags given, else the config's `optimize:` keys (flag names), None if neither."""
+    """LoopSettings fields from the flags given, else the config's `optimize:` keys (flag names); a knob set by
+    neither is left out, so LoopSettings keeps its default."""
     fields = {"rounds": "max_rounds", "patience": "patience", "candidates": "num_candidates",
               "minibatch": "minibatch_size", "budget": "max_lm_calls", "time_budget": "max_seconds",
               "local_check": "local_check", "demos": "max_demos", "validate_ties": "validate_ties",
               "min_val_gain": "min_val_gain"}
-    return {fields[name]: value if value is not None else opt_cfg.get(name) for name, value in flags.items()}
+    values = {fields[name]: value if value is not None else opt_cfg.get(name) for name, value in flags.items()}
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def _out(kind: str, system: str) -> Path:
@@ -93,13 +95,12 @@ def optimize_command(
         raise typer.BadParameter("give --system (or `system:` in --config)", param_hint="--system")
     given = {k for k, v in {"data": data or cfg.get("data"), "split": split or cfg.get("split"),
                             "attribution": attribution or opt_cfg.get("attribution")}.items() if v}
-    loop_values = {
+    explicit_loop = {
         **_loop_values(opt_cfg, rounds=rounds, patience=patience, candidates=candidates, minibatch=minibatch,
                        budget=budget, time_budget=time_budget, local_check=local_check, demos=demos,
                        validate_ties=validate_ties, min_val_gain=min_val_gain),
         "seed": seed,
     }
-    explicit_loop = {k: v for k, v in loop_values.items() if v is not None}
     request = OptimizeRequest(
         system=system,
         data=str(data or cfg.get("data") or "sample"),
@@ -208,10 +209,10 @@ def compare_command(
         train=train, val=val, test=test, split=split or "0.4,0.3,0.3", per_split=per_split,
         optimizers=parse_optimizers(optimizers), budget=budget, time_budget=time_budget, attribution=attribution,
         judge=judge, program_settings=dict(cfg.get("settings") or {}), seed=seed,
-        loop=LoopSettings(**{key: value for key, value in _loop_values(
-            dict(cfg.get("optimize") or {}), rounds=rounds, patience=patience, candidates=candidates,
-            minibatch=minibatch, local_check=local_check, demos=demos, validate_ties=validate_ties,
-            min_val_gain=min_val_gain).items() if value is not None}, seed=seed),
+        loop=LoopSettings(**_loop_values(dict(cfg.get("optimize") or {}), rounds=rounds, patience=patience,
+                                         candidates=candidates, minibatch=minibatch, local_check=local_check,
+                                         demos=demos, validate_ties=validate_ties, min_val_gain=min_val_gain),
+                          seed=seed),
     )
     out_console = console()
 

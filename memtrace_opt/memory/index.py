@@ -20,7 +20,7 @@ from memtrace_opt.memory.store import MemoryStore, MemoryUnit, StoreEvent
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Hit", "SearchIndex", "rank_texts", "rrf_fuse", "tokenize"]
+__all__ = ["Hit", "SearchIndex", "rank_texts", "rrf_fuse", "rrf_fuse_indices", "tokenize"]
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -48,6 +48,11 @@ def rrf_fuse(rankings: Sequence[Sequence[str]], k: int = 60) -> list[tuple[str, 
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def rrf_fuse_indices(rankings: Sequence[Sequence[int]], k: int = 60) -> list[int]:
+    """`rrf_fuse` over ranked lists of indices: the fused indices, best first, ties to the lower index."""
+    return [int(i) for i, _ in rrf_fuse([[f"{i:08d}" for i in ranking] for ranking in rankings], k=k)]
+
+
 def rank_texts(texts: Sequence[str], query: str, pool: int, *, embedder: str | None = "minilm") -> list[int]:
     """Indices of the `texts` most related to `query`, best first: the BM25 and dense top-`pool` lists fused by
     RRF (k=60). BM25 alone when `embedder` is None or cannot be loaded (logged); texts sharing no query term and
@@ -60,8 +65,7 @@ def rank_texts(texts: Sequence[str], query: str, pool: int, *, embedder: str | N
             rankings.append(_dense_rank(texts, query, pool, embedder))
         except Exception as error:  # noqa: BLE001 - a missing embedder degrades to BM25 only
             log.warning("ranking without dense similarity (%s: %s)", type(error).__name__, error)
-    fused = rrf_fuse([[f"{i:08d}" for i in ranking] for ranking in rankings], k=60)  # ties: earlier text first
-    return [int(i) for i, _ in fused[:pool]]
+    return rrf_fuse_indices(rankings)[:pool]
 
 
 def _bm25_rank(texts: Sequence[str], query: str, pool: int) -> list[int]:
