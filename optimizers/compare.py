@@ -46,7 +46,7 @@ from memtrace_opt.optimizers.teleprompter import METERED_ROLES, LoopSettings, Me
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import write_json
 
-__all__ = ["OURS", "ALL_OPTIMIZERS", "CompareRequest", "CompareRow", "CompareSummary", "compare_optimizers",
+__all__ = ["OURS", "ALL_OPTIMIZERS", "AnswerShape", "CompareRequest", "CompareRow", "CompareSummary", "compare_optimizers",
            "parse_optimizers"]
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,7 @@ class CompareRow:
     details: dict[str, Any] = field(default_factory=dict)  # our loop's rounds (blame, candidates, decisions)
     demos: dict[str, int] = field(default_factory=dict)  # predictor -> demos it ends with, where they changed
     paired: PairedDelta | None = None  # question by question against the baseline on the held-out split
+    answers: AnswerShape | None = None  # the held-out answers' mean F1 and length, before and after
 
     def changed_label(self) -> str:
         """The table's `changed` cell: each changed predictor, with its demo count where its demos changed."""
@@ -112,6 +113,27 @@ class CompareRow:
         return {**asdict(self), "delta": self.delta, "paired": self.paired.to_dict() if self.paired else None}
 
 
+@dataclass(frozen=True)
+class AnswerShape:
+    """The held-out answers before and after optimizing: mean token F1 and mean length in words. Accuracy under
+    the token rule rises when an answer grows to hold the gold words among many others; F1 falls then, and the
+    word count shows it."""
+
+    f1_before: float
+    f1_after: float
+    words_before: float
+    words_after: float
+
+    @classmethod
+    def of(cls, before: EvalResult, after: EvalResult) -> AnswerShape:
+        return cls(round(before.mean_f1, 4), round(after.mean_f1, 4), round(before.mean_words, 2),
+                   round(after.mean_words, 2))
+
+    def cells(self) -> tuple[str, str]:
+        """The table's `mean F1` and `words` cells."""
+        return (f"{self.f1_before:.3f} → {self.f1_after:.3f}", f"{self.words_before:.1f} → {self.words_after:.1f}")
+
+
 @dataclass
 class CompareSummary:
     out: Path
@@ -121,22 +143,25 @@ class CompareSummary:
 
     def markdown(self, title: str = "") -> str:
         lines = [f"### {title}" if title else "", "",
-                 "| optimizer | held-out before | held-out after | delta | fixed / broken | 95% CI, p | LM calls | to best "
-                 "| tokens | wall s | stop | changed |",
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                 "| optimizer | held-out before | held-out after | delta | fixed / broken | 95% CI, p | mean F1 | words "
+                 "| LM calls | to best | tokens | wall s | stop | changed |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for row in self.rows:
             after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
             delta = "" if row.delta is None else f"{row.delta * 100:+.1f} pts"
             stop = "budget" if row.stopped_by_budget else ("error" if row.error else "own")
             to_best = "-" if row.calls_to_best is None else str(row.calls_to_best)
             moved, interval = row.paired.cells() if row.paired else ("-", "-")
+            f1, words = row.answers.cells() if row.answers else ("-", "-")
             lines.append(f"| {row.optimizer} | {row.baseline_accuracy:.3f} | {after} | {delta} | {moved} | {interval} | "
-                         f"{row.lm_calls} | "
+                         f"{f1} | {words} | {row.lm_calls} | "
                          f"{to_best} | {row.tokens} | {row.seconds:.0f} | {stop} | {row.changed_label()} |")
         lines.append("")
         lines.append(f"{self.test_questions} held-out questions; fixed / broken: questions wrong before and right after, "
                      "and the reverse; 95% CI: paired bootstrap interval of the delta in points, p: exact sign test on "
-                     "the fixed and broken questions; LM calls are task + reflection (+ attributor) calls; "
+                     "the fixed and broken questions; mean F1 and words: the held-out answers' token F1 and length, before "
+                     "→ after (the token rule counts a long answer holding the gold words as right; F1 does not); "
+                     "LM calls are task + reflection (+ attributor) calls; "
                      "'to best': LM calls spent when the returned program was first reached.")
         return "\n".join(lines).lstrip() + "\n"
 
@@ -242,15 +267,16 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
             log.exception("%s failed", name)
             calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
-        accuracy, paired = None, None
+        accuracy, paired, answers = None, None, None
         if error is None:
             after = tester.evaluate(program, test_cases)
             accuracy, paired = after.accuracy, paired_delta(correct_before, _correct(after), seed=request.seed)
+            answers = AnswerShape.of(before, after)
             # the winner is ready to deploy: `memtrace run --program DIR/programs/NAME.json`
             save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})
         row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
                          changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
-                         paired)
+                         paired, answers)
         rows.append(row)
         _write_tables(out, request, splits, metric, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
         if on_row is not None:

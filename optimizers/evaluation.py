@@ -60,6 +60,18 @@ class EvalResult:
     def accuracy(self) -> float:
         return sum(c.correct for c in self.cases) / len(self.cases) if self.cases else 0.0
 
+    @property
+    def mean_f1(self) -> float:
+        """Mean token F1 of the answers: unlike the token rule, a long answer that holds the gold words among many
+        others scores low."""
+        values = [float(f1) for c in self.cases if (f1 := c.score.scores.get("f1")) is not None]
+        return sum(values) / len(values) if values else 0.0
+
+    @property
+    def mean_words(self) -> float:
+        """Mean length of the answers in words."""
+        return sum(len(c.prediction.split()) for c in self.cases) / len(self.cases) if self.cases else 0.0
+
     def failed(self) -> list[CaseResult]:
         return [c for c in self.cases if not c.correct]
 

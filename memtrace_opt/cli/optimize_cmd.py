@@ -222,6 +222,8 @@ def compare_command(
         if row.paired is not None:
             fixed_broken, interval = row.paired.cells()
             moved = f" (questions {fixed_broken}, 95% CI {interval})"
+        if row.answers is not None:
+            moved += f", mean F1 {row.answers.cells()[0]}"
         out_console.print(f"{row.optimizer}: {row.baseline_accuracy:.3f} -> {after}{moved}, {row.lm_calls} LM calls, "
                           f"{row.seconds:.0f} s" + (f" ({row.error})" if row.error else ""))
 

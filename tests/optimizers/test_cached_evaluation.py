@@ -97,3 +97,23 @@ def test_memory_qa_stops_at_the_budget(fake_models, examples):
     qa = MemoryQA(Mem0Memory(), context)
     with dspy.context(lm=models.task), pytest.raises(BudgetExhausted):
         qa(**examples[0].inputs())
+
+
+def test_answer_shape_shows_a_longer_answer_the_token_rule_counts_as_right():
+    from memtrace_opt.data import Question
+    from memtrace_opt.optimizers.compare import AnswerShape
+    from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
+
+    metric = AnswerMetric()
+    question = Question("q1", "Where did Caroline move from?", "Sweden", "single-hop", 1, ("D1:3",))
+
+    def result(answer: str) -> EvalResult:
+        return EvalResult([CaseResult("q1", "c", question, answer, metric(question, answer))])
+
+    short, long = result("Sweden"), result("Caroline moved here from Sweden four years ago with her family")
+    assert short.accuracy == long.accuracy == 1.0  # full recall: both right under the token rule
+    shape = AnswerShape.of(short, long)
+    assert shape.f1_before == 1.0 and shape.f1_after < 0.3  # F1 tells them apart
+    assert (shape.words_before, shape.words_after) == (1.0, 11.0)
+    assert shape.cells() == (f"1.000 → {shape.f1_after:.3f}", "1.0 → 11.0")
+    assert EvalResult([]).mean_f1 == 0.0 and EvalResult([]).mean_words == 0.0

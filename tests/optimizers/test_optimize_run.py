@@ -86,8 +86,13 @@ def test_compare_writes_table_json_and_plot(tmp_path, fake_models):
         assert paired["n"] == summary.test_questions
         assert (len(paired["fixed"]) - len(paired["broken"])) / paired["n"] == pytest.approx(row["delta"])
         assert paired["low"] <= row["delta"] <= paired["high"]
+        answers = row["answers"]  # the held-out answers' F1 and length, from the same baseline for every row
+        assert answers["f1_before"] == table["rows"][0]["answers"]["f1_before"]
+        assert 0.0 <= answers["f1_after"] <= 1.0 and answers["words_after"] > 0
+        if not row["changed_predictors"]:
+            assert (answers["f1_after"], answers["words_after"]) == (answers["f1_before"], answers["words_before"])
     assert "| memtrace |" in (tmp_path / "cmp" / "compare.md").read_text()
-    assert "| fixed / broken | 95% CI, p |" in (tmp_path / "cmp" / "compare.md").read_text()
+    assert "| fixed / broken | 95% CI, p | mean F1 | words |" in (tmp_path / "cmp" / "compare.md").read_text()
     for row in summary.rows:  # every optimizer's program, ready to deploy, with the prompts it ended with
         program = load_optimized(tmp_path / "cmp" / "programs" / f"{row.optimizer}.json")
         assert changed_prompts(make_program("mem0"), program) == row.changed_predictors
