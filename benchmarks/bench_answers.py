@@ -1,0 +1,81 @@
+"""The held-out answers of a finished comparison, scored again: accuracy under the token rule, mean token F1 and
+words per answer, for the unoptimized program and each program the comparison saved.
+
+The token rule counts an answer that holds every gold word as right, however long it is; F1 does not. A gain in
+accuracy that comes with longer answers and a lower F1 is the answers growing, not the program knowing more.
+`memtrace compare` records these figures for new runs (compare.json `answers`); this script gives them for a run
+made before, or for any saved program. Pass the split arguments the comparison ran with; with DSPy's cache on,
+the answers come from that run's cache.
+
+    python benchmarks/bench_answers.py runs/cmp/long_context --system long_context --sessions 1-2 \\
+        --train conv-26 --val conv-30 --test conv-41,conv-42 --per-split 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from memtrace_opt.data import DataSlice, load_data, parse_sessions
+    from memtrace_opt.lm.models import Models
+    from memtrace_opt.lm.roles import ModelRoles, ModelSpec
+    from memtrace_opt.optimizers.compare import AnswerShape
+    from memtrace_opt.optimizers.evaluation import CachedEvaluator
+    from memtrace_opt.optimizers.examples import case_refs, make_examples
+    from memtrace_opt.optimizers.metric import AnswerMetric
+    from memtrace_opt.optimizers.paired import paired_delta
+    from memtrace_opt.optimizers.program_io import load_optimized
+    from memtrace_opt.optimizers.splits import make_splits
+    from memtrace_opt.programs import make_program
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("compare_dir", type=Path, help="a comparison's output: its programs/<optimizer>.json are read")
+    parser.add_argument("--system", required=True)
+    parser.add_argument("--data", default=str(DATA), help="a LoCoMo-format file (default: ../shared/data)")
+    parser.add_argument("--train", default="conv-26")
+    parser.add_argument("--val", default="conv-30")
+    parser.add_argument("--test", default="conv-41,conv-42")
+    parser.add_argument("--sessions", default="1-3", help="sessions kept of every conversation")
+    parser.add_argument("--categories", default="single-hop,multi-hop,temporal,open-domain")
+    parser.add_argument("--per-split", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lm", default="embedded")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+
+    programs = sorted((args.compare_dir / "programs").glob("*.json"))
+    if not programs:
+        parser.error(f"{args.compare_dir / 'programs'}: no saved programs")
+    session_range = parse_sessions(args.sessions) if args.sessions else None
+    data_slice = DataSlice(sessions=(session_range.first, session_range.last) if session_range else None,
+                           categories=tuple(c for c in args.categories.split(",") if c) or None)
+    dataset = load_data(args.data, data_slice)
+    splits = make_splits(dataset, train=args.train, val=args.val, test=args.test, per_split=args.per_split,
+                         seed=args.seed)
+    cases = case_refs(make_examples(splits.test))
+    models = Models.from_roles(ModelRoles(task=ModelSpec(args.lm)))
+    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task, meta={"system": args.system})
+    before = evaluator.evaluate(make_program(args.system), cases)
+    correct_before = {c.case_id: c.correct for c in before.cases}
+    print(f"{len(cases)} held-out questions; unoptimized: accuracy {before.accuracy:.3f}, mean F1 "
+          f"{before.mean_f1:.3f}, {before.mean_words:.1f} words per answer\n")
+    print("| program | accuracy | fixed / broken | mean F1 | words |")
+    print("|---|---|---|---|---|")
+    for path in programs:
+        after = evaluator.evaluate(load_optimized(path), cases)
+        paired = paired_delta(correct_before, {c.case_id: c.correct for c in after.cases}, seed=args.seed)
+        f1, words = AnswerShape.of(before, after).cells()
+        print(f"| {path.stem} | {before.accuracy:.3f} → {after.accuracy:.3f} | {paired.cells()[0]} | {f1} | {words} |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
