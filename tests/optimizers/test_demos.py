@@ -142,3 +142,23 @@ def test_predictor_demos_puts_the_call_most_like_a_blamed_one_first(examples):
     like = "".join(f"[[ ## {name} ## ]]\n{value}\n\n" for name, value in last.items() if name != "answer")
     first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=1, like=[like], embedder=None)
     assert first == [last] and everyone[0] != last
+
+
+def test_a_case_right_only_by_holding_the_gold_words_among_many_gives_no_demo(examples):
+    def wordy_answer(call: FakeCall) -> dict:
+        """Answers "What ..." questions in a few words, the others at length around the right answer."""
+        reply = answer(call)
+        if call.inputs.get("question", "").startswith("What"):
+            return reply
+        return {"answer": f"From what was said in the conversation it seems to be {reply['answer']}, as far as "
+                          "anyone there remembers it now"}
+
+    engine = FakeEngine(skills=[Skill(("answer",), wordy_answer, name="answer"), *default_skills()])
+    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
+    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task)
+    program = Mem0Memory()
+    evaluation = evaluator.evaluate(program, case_refs(examples))
+    wordy = [c for c in evaluation.passed() if not c.question.question.startswith("What")]
+    assert wordy and all(c.score.scores["f1"] <= 0.5 for c in wordy)  # right by the token rule's full recall
+    demos = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, embedder=None)
+    assert demos and all(demo["question"].startswith("What") for demo in demos)
