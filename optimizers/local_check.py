@@ -4,8 +4,11 @@ Attribution names the op call that lost each failed case's information. A candid
 predictor (an extraction, an update decision: anything but the op that writes the answer) is first run on
 those very calls, one LM call each, with the prompt they were shown (the recorded user message under the
 candidate's system message and demos), and on the same predictor's calls in correctly answered cases. A call
-"carries the answer" when its parsed output holds every content word of the gold answer (normalized and
-stemmed; pronouns, articles, auxiliaries and prepositions left out). The candidate goes on to the minibatch
+"carries the answer" when its parsed output holds it by attribution's own test (`NeededInfo.holds`): the gold
+answer's words in one part of the output (one fact of a list), with the person or thing the question names and
+every number of the answer. A fact list whose words reach the answer only when read together does not carry
+it: attribution would blame that call again. (A case recorded without its question falls back to every content
+word of the gold answer anywhere in the output.) The candidate goes on to the minibatch
 replay (for Mem0's extraction: the whole write path again, minutes per conversation) only if it makes more
 blamed calls carry the answer than it makes correct cases' calls lose it; otherwise it is rejected for a few
 LM calls.
@@ -31,7 +34,8 @@ from typing import Any
 import dspy
 
 from memtrace_opt.attribution import GraphView
-from memtrace_opt.attribution._graph import value_text
+from memtrace_opt.attribution._evidence import NeededInfo
+from memtrace_opt.attribution._graph import value_parts
 from memtrace_opt.metrics.text import answer_tokens
 from memtrace_opt.optimizers.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
@@ -53,14 +57,15 @@ _FUNCTION_WORDS = frozenset(answer_tokens(
 
 @dataclass(frozen=True)
 class LocalCase:
-    """One recorded call of the predictor: the user message it was shown, its reply, the case's gold answer,
-    and whether attribution blamed this call (else it is a call in a correctly answered case)."""
+    """One recorded call of the predictor: the user message it was shown, its reply, the case's gold answer and
+    question, and whether attribution blamed this call (else it is a call in a correctly answered case)."""
 
     case_id: str
     gold: str
     prompt: str
     response: str
     blamed: bool
+    question: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,7 +73,13 @@ class LocalCase:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LocalCase:
         return cls(str(data["case_id"]), str(data["gold"]), str(data["prompt"]), str(data["response"]),
-                   bool(data["blamed"]))
+                   bool(data["blamed"]), str(data.get("question") or ""))
+
+    def carried_by(self, parts: Sequence[str]) -> bool:
+        """Whether a call's output (in parts, see `reply_parts`) carries this case's answer (module doc)."""
+        if self.question:
+            return NeededInfo(self.question, self.gold).holds(list(parts))
+        return carries(self.gold, " ".join(parts))
 
 
 @dataclass(frozen=True)
@@ -150,21 +161,27 @@ def local_cases(
         exchange = memo.exchange(event.content_key) if event is not None else None
         if exchange is None:
             continue
-        blamed.append(LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, True))
+        blamed.append(LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, True,
+                                case.question.question))
         if len(blamed) >= max_cases:
             break
     if not blamed:
         return []
-    kept = [LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, False)
+    kept = [LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, False,
+                      case.question.question)
             for case, exchange in itertools.islice(correct_calls(predictor, evaluation, memo), max_cases)]
     return [*blamed, *kept]
 
 
-def _parsed_text(adapter: Any, signature: Any, reply: str) -> str:
+def reply_parts(adapter: Any, signature: Any, reply: str) -> list[str]:
+    """A reply's parsed output fields in parts, as the graph holds an op's outputs: one part per item of a list
+    (a fact), else one per field. A reply that does not parse has none."""
     try:
-        return value_text(adapter.parse(signature, reply))
+        parsed = adapter.parse(signature, reply)
     except Exception:  # noqa: BLE001 - a reply that does not parse carries nothing
-        return ""
+        return []
+    values = parsed.values() if isinstance(parsed, Mapping) else [parsed]
+    return [part for value in values for part in value_parts(value)]
 
 
 def _reply_text(output: Any) -> str:
@@ -189,11 +206,11 @@ def check_candidate(
     head = [{"role": "system", "content": adapter.format_system_message(signature)},
             *adapter.format_demos(signature, [dict(d) for d in (target.demos if demos is None else demos)])]
     lm = lm if lm is not None else dspy.settings.lm
-    replies: dict[str, str] = {}  # several cases blamed on one call share its re-run
+    replies: dict[str, list[str]] = {}  # several cases blamed on one call share its re-run
 
     def rerun(case: LocalCase) -> bool:
         if case.prompt in replies:
-            return carries(case.gold, replies[case.prompt])
+            return case.carried_by(replies[case.prompt])
         messages = [*head, {"role": "user", "content": case.prompt}]
         try:
             with warnings.catch_warnings():  # the message form is what DSPy's own adapters send (dspy is pinned)
@@ -203,11 +220,11 @@ def check_candidate(
         except Exception as error:  # noqa: BLE001 - a failed call is a call that carries nothing
             log.warning("local check of %s on %s: the call failed: %s", predictor, case.case_id, error)
             reply = ""
-        replies[case.prompt] = _parsed_text(adapter, signature, reply)
-        return carries(case.gold, replies[case.prompt])
+        replies[case.prompt] = reply_parts(adapter, signature, reply)
+        return case.carried_by(replies[case.prompt])
 
     def before(case: LocalCase) -> bool:
-        return carries(case.gold, _parsed_text(adapter, signature, case.response))
+        return case.carried_by(reply_parts(adapter, signature, case.response))
 
     # blamed calls that lost the answer, then correct cases' calls that carried it; stop once the verdict is sure
     to_fix = [c for c in cases if c.blamed and not before(c)]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import dspy
 import pytest
 from optfixtures import ANSWER, BAD_EXTRACT, EXTRACT, FIXED, make_models
@@ -9,7 +12,7 @@ from optfixtures import ANSWER, BAD_EXTRACT, EXTRACT, FIXED, make_models
 from memtrace_opt.attribution import GraphView, Verdict
 from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator, LoopSettings, MemTraceOptimizer, case_refs
 from memtrace_opt.optimizers.blame import attribute_failures
-from memtrace_opt.optimizers.local_check import LocalCase, carries, check_candidate, local_cases
+from memtrace_opt.optimizers.local_check import LocalCase, carries, check_candidate, local_cases, reply_parts
 
 USELESS = "Write short notes about the people. Skip anything about time."
 
@@ -119,3 +122,26 @@ def opt_plan(opt: MemTraceOptimizer) -> dict:
 
     ledger = StudyLedger.open(storage=opt.storage, study_name=opt.result.study_name)
     return ledger.get("round:1")
+
+
+def test_a_fact_list_carries_the_answer_only_in_one_fact_about_whom_the_question_names():
+    case = LocalCase("q", "7 May 2023", "prompt", "reply", True, "When did Alice adopt a kitten?")
+    together = ["Alice adopted a kitten.", "The weather was fine on 7 May 2023."]
+    assert case.carried_by(["Alice adopted a kitten on 7 May 2023."])
+    assert not case.carried_by(together)  # the words reach the answer only read together: attribution's test
+    assert carries(case.gold, " ".join(together))  # which every-word-anywhere would pass
+    legacy = LocalCase.from_dict({k: v for k, v in case.to_dict().items() if k != "question"})
+    assert legacy.question == "" and legacy.carried_by(together)  # a plan recorded before: the old test
+
+
+def test_a_blamed_call_whose_facts_hold_the_answer_only_together_is_re_run(traced, planted):
+    models, engine, evaluator, evaluation, blame = traced
+    case = next(c for c in local_cases(EXTRACT, evaluation, blame, evaluator.memo) if c.blamed)
+    facts = [f"{case.question.rstrip('?')}.", f"Something happened on {case.gold}."]  # name, answer: apart
+    split = dataclasses.replace(case, response="[[ ## facts ## ]]\n" + json.dumps(facts) + "\n\n[[ ## completed ## ]]")
+    assert carries(split.gold, " ".join(facts)) and not split.carried_by(facts)
+    assert reply_parts(dspy.ChatAdapter(), dict(planted.named_predictors())[EXTRACT].signature,
+                       split.response) == facts  # one part per fact, as the graph holds them
+    with dspy.context(lm=models.task):
+        result = check_candidate(planted, EXTRACT, FIXED, [split], models.task)
+    assert (result.blamed, result.fixed, result.lm_calls) == (1, 1, 1)  # checked, not waved through to the replay
