@@ -23,7 +23,8 @@ DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memtrace_opt.data import DataSlice, load_data, parse_sessions
+    from memtrace_opt.cli.common import data_slice
+    from memtrace_opt.data import load_data
     from memtrace_opt.lm.models import Models
     from memtrace_opt.lm.roles import ModelRoles, ModelSpec
     from memtrace_opt.optimizers.compare import AnswerShape
@@ -53,24 +54,20 @@ def main(argv: list[str] | None = None) -> int:
     programs = sorted((args.compare_dir / "programs").glob("*.json"))
     if not programs:
         parser.error(f"{args.compare_dir / 'programs'}: no saved programs")
-    session_range = parse_sessions(args.sessions) if args.sessions else None
-    data_slice = DataSlice(sessions=(session_range.first, session_range.last) if session_range else None,
-                           categories=tuple(c for c in args.categories.split(",") if c) or None)
-    dataset = load_data(args.data, data_slice)
+    dataset = load_data(args.data, data_slice(args.sessions, [c for c in args.categories.split(",") if c]))
     splits = make_splits(dataset, train=args.train, val=args.val, test=args.test, per_split=args.per_split,
                          seed=args.seed)
     cases = case_refs(make_examples(splits.test))
     models = Models.from_roles(ModelRoles(task=ModelSpec(args.lm)))
     evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task, meta={"system": args.system})
     before = evaluator.evaluate(make_program(args.system), cases)
-    correct_before = {c.case_id: c.correct for c in before.cases}
     print(f"{len(cases)} held-out questions; unoptimized: accuracy {before.accuracy:.3f}, mean F1 "
           f"{before.mean_f1:.3f}, {before.mean_words:.1f} words per answer\n")
     print("| program | accuracy | fixed / broken | mean F1 | words |")
     print("|---|---|---|---|---|")
     for path in programs:
         after = evaluator.evaluate(load_optimized(path), cases)
-        paired = paired_delta(correct_before, {c.case_id: c.correct for c in after.cases}, seed=args.seed)
+        paired = paired_delta(before.correctness(), after.correctness(), seed=args.seed)
         f1, words = AnswerShape.of(before, after).cells()
         print(f"| {path.stem} | {before.accuracy:.3f} → {after.accuracy:.3f} | {paired.cells()[0]} | {f1} | {words} |",
               flush=True)

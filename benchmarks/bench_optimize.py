@@ -24,7 +24,7 @@ DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memtrace_opt.data import DataSlice, parse_sessions
+    from memtrace_opt.cli.common import data_slice
     from memtrace_opt.lm.roles import ModelRoles, ModelSpec
     from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers, parse_optimizers
     from memtrace_opt.optimizers.teleprompter import LoopSettings
@@ -63,11 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("httpx", "LiteLLM", "dspy", "optuna", "bm25s"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    session_range = parse_sessions(args.sessions) if args.sessions else None
-    data_slice = DataSlice(
-        sessions=(session_range.first, session_range.last) if session_range else None,
-        categories=tuple(c for c in args.categories.split(",") if c) or None,
-    )
+    sliced = data_slice(args.sessions, [c for c in args.categories.split(",") if c])
     shown = Path(args.data).name if Path(args.data).is_absolute() else args.data  # no machine paths in tables
     tables = [f"# bench_optimize\n\ndata {shown} (train {args.train}, val {args.val}, test {args.test}, "
               f"sessions {args.sessions}, {args.per_split} questions per split), model {args.lm}, "
@@ -77,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.time()
         request = CompareRequest(
             system=system, data=args.data, out=args.out / system, roles=ModelRoles(task=ModelSpec(args.lm)),
-            data_slice=data_slice, train=args.train, val=args.val, test=args.test, per_split=args.per_split,
+            data_slice=sliced, train=args.train, val=args.val, test=args.test, per_split=args.per_split,
             optimizers=parse_optimizers(args.optimizers), budget=args.budget, time_budget=args.time_budget,
             attribution=args.attribution,
             loop=LoopSettings(max_rounds=args.rounds, num_candidates=args.candidates, minibatch_size=args.minibatch,

@@ -46,8 +46,8 @@ from memtrace_opt.optimizers.teleprompter import METERED_ROLES, LoopSettings, Me
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import write_json
 
-__all__ = ["OURS", "ALL_OPTIMIZERS", "AnswerShape", "CompareRequest", "CompareRow", "CompareSummary", "compare_optimizers",
-           "parse_optimizers"]
+__all__ = ["OURS", "ALL_OPTIMIZERS", "AnswerShape", "CompareRequest", "CompareRow", "CompareSummary",
+           "compare_optimizers", "parse_optimizers"]
 
 log = logging.getLogger(__name__)
 
@@ -166,11 +166,6 @@ class CompareSummary:
         return "\n".join(lines).lstrip() + "\n"
 
 
-def _correct(result: EvalResult) -> dict[str, bool]:
-    """Case id -> answered correctly, for comparing two evaluations question by question."""
-    return {c.case_id: c.correct for c in result.cases}
-
-
 def _warm_context(student: Any, conversations: Sequence[Any], models: Models) -> QAContext:
     """A QAContext holding the student's memory of every conversation (its cost is nobody's budget)."""
     context = QAContext()
@@ -246,7 +241,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     context = _warm_context(student, conversations, models)
     tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system})
     before = tester.evaluate(student, test_cases)
-    baseline, correct_before = before.accuracy, _correct(before)
+    baseline, correct_before = before.accuracy, before.correctness()
     log.info("%s: held-out accuracy before optimizing %.3f", request.system, baseline)
     rows: list[CompareRow] = []
     for name in request.optimizers:
@@ -270,7 +265,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         accuracy, paired, answers = None, None, None
         if error is None:
             after = tester.evaluate(program, test_cases)
-            accuracy, paired = after.accuracy, paired_delta(correct_before, _correct(after), seed=request.seed)
+            accuracy, paired = after.accuracy, paired_delta(correct_before, after.correctness(), seed=request.seed)
             answers = AnswerShape.of(before, after)
             # the winner is ready to deploy: `memtrace run --program DIR/programs/NAME.json`
             save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})

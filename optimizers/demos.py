@@ -3,7 +3,7 @@
 Besides the reflection LM's instructions, each round may try one more candidate for the chosen predictor: its
 current instruction with up to N demos, each one of its recorded calls that served a correct answer (the
 call whose output carried the gold answer, see `local_check.correct_calls`), in a case whose answer is right by
-token F1 too (`DEMO_MIN_F1`): the token rule also counts a long answer that holds every gold word among many
+token F1 too (above the rule's `CORRECT_F1`): the token rule also counts a long answer that holds every gold word among many
 others, and a demo of that teaches the predictor to answer at length. A demo is the call's input
 fields, read back from the user message the adapter wrote (`[[ ## field ## ]]` sections; a string value is
 shown verbatim when DSPy formats a demo), and its output fields, read back from the reply the same way (a reply
@@ -25,15 +25,15 @@ from typing import Any
 import dspy
 
 from memtrace_opt.memory.index import rank_texts, rrf_fuse_indices
+from memtrace_opt.metrics import CORRECT_F1
 from memtrace_opt.optimizers.evaluation import EvalResult
 from memtrace_opt.optimizers.evidence import without_adapter_tail
 from memtrace_opt.optimizers.local_check import correct_calls
 from memtrace_opt.optimizers.memo import ReplayMemo
 
-__all__ = ["predictor_demos", "closest_first", "demo_from_exchange", "well_formed", "DEMO_CHARS", "DEMO_MIN_F1"]
+__all__ = ["predictor_demos", "closest_first", "demo_from_exchange", "well_formed", "DEMO_CHARS"]
 
 DEMO_CHARS = 8000  # about 2k tokens: a longer call (a whole transcript) would crowd an 8k window as a demo
-DEMO_MIN_F1 = 0.5  # the token rule's F1 half: a demo's case is right by F1, not only by holding the gold words
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 
 
@@ -93,8 +93,9 @@ def predictor_demos(
     embedder: str | None = "minilm",
 ) -> list[dict[str, str]]:
     """Up to `max_demos` demos for `predictor` from its calls in `evaluation`'s correct cases whose answer F1 is
-    above `DEMO_MIN_F1` (distinct calls, none longer than `max_chars`, none already among `exclude` or the predictor's demos). With `like` (the
-    prompts of the blamed calls), the calls most like the blamed ones come first (`closest_first`)."""
+    above `CORRECT_F1` (distinct calls, none longer than `max_chars`, none already among `exclude` or the
+    predictor's demos). With `like` (the prompts of the blamed calls), the calls most like the blamed ones come
+    first (`closest_first`)."""
     if max_demos < 1:
         return []
     signature = dict(program.named_predictors())[predictor].signature
@@ -103,7 +104,7 @@ def predictor_demos(
     seen: set[str] = set()
     for case, exchange in correct_calls(predictor, evaluation, memo):
         f1 = case.score.scores.get("f1")
-        if f1 is not None and f1 <= DEMO_MIN_F1:
+        if f1 is not None and f1 <= CORRECT_F1:
             continue
         if exchange.prompt in seen or len(exchange.prompt) + len(exchange.response) > max_chars:
             continue

@@ -72,6 +72,10 @@ class EvalResult:
         """Mean length of the answers in words."""
         return sum(len(c.prediction.split()) for c in self.cases) / len(self.cases) if self.cases else 0.0
 
+    def correctness(self) -> dict[str, bool]:
+        """Case id -> answered correctly, for comparing two evaluations question by question."""
+        return {c.case_id: c.correct for c in self.cases}
+
     def failed(self) -> list[CaseResult]:
         return [c for c in self.cases if not c.correct]
 

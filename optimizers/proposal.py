@@ -255,8 +255,9 @@ class ReflectiveProposer:
     """Calls of the reflection LM, one per approach, each a distinct rollout, until K usable instructions are
     found or `attempts_per_candidate * K` calls are spent (a small model often echoes the current instruction:
     the slot goes to the next approach instead of being lost; so does a reply with no word the current instruction
-    lacks, which is the current one cut short). The first approach, adding rules, asks only for the rules (`ProposeRule`) and appends them: asked for a whole instruction, a small model mostly returns the
-    current one re-worded; the others ask for the complete instruction (`ProposeInstruction`). A reply equal to
+    lacks, which is the current one cut short). The first approach, adding rules, asks only for the rules
+    (`ProposeRule`) and appends them: asked for a whole instruction, a small model mostly returns the current one
+    re-worded; the others ask for the complete instruction (`ProposeInstruction`). A reply equal to
     the current instruction but for a word or two counts as an echo.
 
     `max_cases` blamed and correct cases are shown (each clipped to `case_chars`); replies shorter than
