@@ -4,11 +4,15 @@ Besides the reflection LM's instructions, each round may try one more candidate 
 current instruction with up to N demos, each one of its recorded calls that served a correct answer (the
 call whose output carried the gold answer, see `local_check.correct_calls`), in a case whose answer is right by
 token F1 too (above the rule's `CORRECT_F1`): the token rule also counts a long answer that holds every gold word among many
-others, and a demo of that teaches the predictor to answer at length. A demo is the call's input
+others, and a demo of that teaches the predictor to answer at length. The cases answered best come first: those
+whose answer F1 reaches `CLOSE_F1` (about the gold's words and not many more) before those only above
+`CORRECT_F1` (in two runs the one demo chosen from the latter was a 30-word answer right by F1 0.51 because its
+gold is long too, and the optimized program's answers grew by two to four words while its F1 fell). A demo is the call's input
 fields, read back from the user message the adapter wrote (`[[ ## field ## ]]` sections; a string value is
 shown verbatim when DSPy formats a demo), and its output fields, read back from the reply the same way (a reply
 cut short or looping on one line is no example to follow: it is skipped). The calls whose inputs are most
-like those of the blamed calls come first: a worked example of the kind of input the predictor gets wrong.
+like those of the blamed calls come first within each of those two tiers: a worked example of the kind of input
+the predictor gets wrong.
 Only the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the program is untouched.
 
     demos = predictor_demos(program, "answer.predict", evaluation, memo, max_demos=2)
@@ -31,9 +35,10 @@ from memtrace_opt.optimizers.evidence import without_adapter_tail
 from memtrace_opt.optimizers.local_check import correct_calls
 from memtrace_opt.optimizers.memo import ReplayMemo
 
-__all__ = ["predictor_demos", "closest_first", "demo_from_exchange", "well_formed", "DEMO_CHARS"]
+__all__ = ["predictor_demos", "closest_first", "demo_from_exchange", "well_formed", "DEMO_CHARS", "CLOSE_F1"]
 
 DEMO_CHARS = 8000  # about 2k tokens: a longer call (a whole transcript) would crowd an 8k window as a demo
+CLOSE_F1 = 0.8  # an answer this close to the gold by token F1 has few words beyond it: the style to show
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 
 
@@ -94,13 +99,14 @@ def predictor_demos(
 ) -> list[dict[str, str]]:
     """Up to `max_demos` demos for `predictor` from its calls in `evaluation`'s correct cases whose answer F1 is
     above `CORRECT_F1` (distinct calls, none longer than `max_chars`, none already among `exclude` or the
-    predictor's demos). With `like` (the prompts of the blamed calls), the calls most like the blamed ones come
-    first (`closest_first`)."""
+    predictor's demos). Those of answers with F1 >= `CLOSE_F1` come first; within each tier, with `like` (the
+    prompts of the blamed calls), the calls most like the blamed ones come first (`closest_first`)."""
     if max_demos < 1:
         return []
     signature = dict(program.named_predictors())[predictor].signature
     existing = [dict(d) for d in dict(program.named_predictors())[predictor].demos]
     pool: list[dict[str, str]] = []
+    close: list[bool] = []  # per pool entry: its answer's F1 reaches CLOSE_F1 (a case without F1 counts as close)
     seen: set[str] = set()
     for case, exchange in correct_calls(predictor, evaluation, memo):
         f1 = case.score.scores.get("f1")
@@ -113,8 +119,10 @@ def predictor_demos(
         if demo is None or demo in existing or demo in exclude:
             continue
         pool.append(demo)
+        close.append(f1 is None or f1 >= CLOSE_F1)
     order = closest_first(list(signature.input_fields), pool, like, embedder=embedder) if like else range(len(pool))
-    return [pool[i] for i in order][:max_demos]
+    tiered = [i for i in order if close[i]] + [i for i in order if not close[i]]
+    return [pool[i] for i in tiered][:max_demos]
 
 
 def closest_first(fields: Sequence[str], demos: Sequence[dict[str, str]], like: Sequence[str], *,

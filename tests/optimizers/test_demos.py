@@ -9,7 +9,7 @@ from optfixtures import ANSWER, DECIDE, EXTRACT, add_rules, reflect
 from memtrace_opt.lm import ModelRoles, Models
 from memtrace_opt.lm.roles import ModelSpec
 from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator, LoopSettings, MemTraceOptimizer, case_refs
-from memtrace_opt.optimizers.demos import demo_from_exchange, predictor_demos
+from memtrace_opt.optimizers.demos import CLOSE_F1, demo_from_exchange, predictor_demos
 from memtrace_opt.optimizers.metric import AnswerMetric as Metric
 from memtrace_opt.optimizers.program_io import demos_of, instructions_of, load_optimized, save_program
 from memtrace_opt.programs.mem0 import Mem0Memory
@@ -138,7 +138,10 @@ def test_predictor_demos_puts_the_call_most_like_a_blamed_one_first(examples):
     evaluation = evaluator.evaluate(program, case_refs(examples))
     everyone = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, embedder=None)
     assert len(everyone) >= 2
-    last = everyone[-1]
+    f1 = {c.question.question: c.score.scores["f1"] for c in evaluation.passed()}
+    tier = [demo for demo in everyone if (f1[demo["question"]] >= CLOSE_F1) == (f1[everyone[0]["question"]] >= CLOSE_F1)]
+    assert len(tier) >= 2
+    last = tier[-1]
     like = "".join(f"[[ ## {name} ## ]]\n{value}\n\n" for name, value in last.items() if name != "answer")
     first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=1, like=[like], embedder=None)
     assert first == [last] and everyone[0] != last
@@ -162,3 +165,32 @@ def test_a_case_right_only_by_holding_the_gold_words_among_many_gives_no_demo(ex
     assert wordy and all(c.score.scores["f1"] <= 0.5 for c in wordy)  # right by the token rule's full recall
     demos = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, embedder=None)
     assert demos and all(demo["question"].startswith("What") for demo in demos)
+
+
+def test_answers_close_to_the_gold_come_before_those_only_right_by_f1_even_when_less_like_the_blamed(examples):
+    from memtrace_opt.metrics import answer_tokens
+
+    def padded_answer(call: FakeCall) -> dict:
+        """Answers "What ..." questions exactly, the others with as many filler words again (F1 about 0.67)."""
+        reply = answer(call)
+        if call.inputs.get("question", "").startswith("What"):
+            return reply
+        return {"answer": " ".join([reply["answer"], *["indeed"] * len(answer_tokens(reply["answer"]))])}
+
+    engine = FakeEngine(skills=[Skill(("answer",), padded_answer, name="answer"), *default_skills()])
+    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
+    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task)
+    program = Mem0Memory()
+    evaluation = evaluator.evaluate(program, case_refs(examples))
+    f1 = {c.question.question: c.score.scores["f1"] for c in evaluation.passed()}
+    assert any(0.5 < value < CLOSE_F1 for value in f1.values()) and any(value >= CLOSE_F1 for value in f1.values())
+    everyone = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=20, embedder=None)
+    tiers = [f1[demo["question"]] >= CLOSE_F1 for demo in everyone]
+    assert True in tiers and False in tiers and tiers == sorted(tiers, reverse=True)  # close ones first
+    last = everyone[-1]  # a padded answer: the one most like it is itself, yet a close answer goes first
+    like = "".join(f"[[ ## {name} ## ]]\n{value}\n\n" for name, value in last.items() if name != "answer")
+    first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=1, like=[like], embedder=None)
+    assert f1[first[0]["question"]] >= CLOSE_F1
+    padded_first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=20, like=[like],
+                                   embedder=None)
+    assert padded_first[tiers.index(False)] == last  # within its tier, the most like the blamed call leads
