@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="our loop's demos candidate: up to N worked examples for the blamed predictor (0: off)")
     parser.add_argument("--min-val-gain", type=float, default=0.0,
                         help="our loop accepts a candidate only above the current validation accuracy by more than this")
+    parser.add_argument("--min-val-questions", type=int, default=2,
+                        help="our loop accepts a candidate only if it answers at least N more validation questions right")
     parser.add_argument("--validate-ties", action="store_true",
                         help="our loop validates a candidate that ties the minibatch (acceptance still needs a gain)")
     parser.add_argument("--no-local-check", action="store_true",
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             loop=LoopSettings(max_rounds=args.rounds, num_candidates=args.candidates, minibatch_size=args.minibatch,
                               patience=args.patience, seed=args.seed, local_check=not args.no_local_check,
                               max_demos=args.demos, validate_ties=args.validate_ties,
-                              min_val_gain=args.min_val_gain),
+                              min_val_gain=args.min_val_gain, min_val_questions=args.min_val_questions),
             seed=args.seed,
         )
         summary = compare_optimizers(request, on_row=lambda row: print(row.to_dict(), flush=True))

@@ -74,7 +74,9 @@ class LoopSettings:
     with up to that many worked examples from the predictor's own correct calls (`demos.py`), none longer than
     `demo_chars` characters; `validate_ties` sends a candidate that ties the current minibatch score to the
     valset too (acceptance still needs a valset gain); `min_val_gain` is the valset gain (accuracy, 0-1) a
-    candidate must exceed to be accepted: 0, any gain; on a small valset a one-question gain is mostly noise."""
+    candidate must exceed to be accepted: 0, any gain; `min_val_questions` is the net number of validation
+    questions it must gain (answered right that were wrong, less the reverse), 2 by default: in our runs six
+    accepted steps that gained exactly one validation question came to -6 held-out questions together."""
 
     max_rounds: int = 6
     patience: int = 2
@@ -90,6 +92,7 @@ class LoopSettings:
     demo_chars: int = DEMO_CHARS
     validate_ties: bool = False
     min_val_gain: float = 0.0
+    min_val_questions: int = 2
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
@@ -98,6 +101,13 @@ class LoopSettings:
             raise ConfigError(f"optimizer: max_demos must be >= 0, got {self.max_demos}")
         if not 0.0 <= self.min_val_gain < 1.0:
             raise ConfigError(f"optimizer: min_val_gain is an accuracy gain in [0, 1), got {self.min_val_gain}")
+        if self.min_val_questions < 1:
+            raise ConfigError(f"optimizer: min_val_questions must be >= 1, got {self.min_val_questions}")
+
+    def min_delta(self, val_size: int) -> float:
+        """The valset accuracy gain a candidate must exceed on `val_size` questions: `min_val_gain`, or less
+        than `min_val_questions` questions' worth, whichever is larger."""
+        return max(self.min_val_gain, (self.min_val_questions - 1) / max(1, val_size))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,8 +146,8 @@ class MemTraceOptimizer(Teleprompter):
         self.attribution_config = attribution_config
         self.selector = selector or MostBlamed()
         self.proposer = proposer
-        self.acceptance = acceptance or StrictImprovement(min_delta=self.settings.min_val_gain,
-                                                          validate_ties=self.settings.validate_ties)
+        self._own_acceptance = acceptance is None  # the default rule's margin depends on the valset's size
+        self.acceptance = acceptance or self.acceptance_for(0)
         self.storage = storage
         self.study_name = study_name
         self.memo = memo or ReplayMemo()
@@ -150,6 +160,14 @@ class MemTraceOptimizer(Teleprompter):
         metric = kwargs.pop("metric", None) or AnswerMetric(judge=judge, judge_lm=models.judge if judge else None)
         return cls(metric, task_lm=models.task, reflection_lm=models.reflection, attributor_lm=models.attributor,
                    usage=models.usage, **kwargs)
+
+    def acceptance_for(self, val_size: int) -> AcceptanceRule:
+        """The acceptance rule on a valset of `val_size` questions: the one given, else the default
+        `StrictImprovement` with the settings' margin (`LoopSettings.min_delta`)."""
+        if not self._own_acceptance:
+            return self.acceptance
+        return StrictImprovement(min_delta=self.settings.min_delta(val_size) if val_size else self.settings.min_val_gain,
+                                 validate_ties=self.settings.validate_ties)
 
     # ---------------------------------------------------------------------------------------------------
     def _study_name(self, memory: Any, train: Sequence[CaseRef], val: Sequence[CaseRef]) -> str:
@@ -202,7 +220,7 @@ class MemTraceOptimizer(Teleprompter):
         proposer = self.proposer or ReflectiveProposer(lm=guard(self.reflection_lm or task_lm))
         ctx = RoundContext(
             ledger=ledger, evaluator=evaluator, budget=budget, selector=self.selector, proposer=proposer,
-            acceptance=self.acceptance, attribution=self.attribution, attributor_lm=guard(self.attributor_lm),
+            acceptance=self.acceptance_for(len(val)), attribution=self.attribution, attributor_lm=guard(self.attributor_lm),
             attribution_config=self.attribution_config, valset=val, num_candidates=self.settings.num_candidates,
             evidence_cases=self.settings.evidence_cases, system=system,
             predictors=[name for name, _ in memory.named_predictors()], local_check=self.settings.local_check,

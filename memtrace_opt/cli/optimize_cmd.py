@@ -26,6 +26,7 @@ Minibatch = Annotated[Optional[int], typer.Option(help="Training questions per r
 Demos = Annotated[Optional[int], typer.Option(help="One candidate per round gives the blamed predictor up to N worked examples from its own correct calls (default 2; 0: instructions only).")]  # noqa: UP045
 ValidateTies = Annotated[Optional[bool], typer.Option("--validate-ties/--no-validate-ties", help="Validate a candidate that ties the current minibatch score (acceptance still needs a validation gain).")]  # noqa: UP045
 MinValGain = Annotated[Optional[float], typer.Option(help="Accept a candidate only if it beats the current validation accuracy by more than this (0-1; default 0: any gain). On 20 validation questions, 0.05 asks for two questions.")]  # noqa: UP045
+MinValQuestions = Annotated[Optional[int], typer.Option(help="Accept a candidate only if it answers at least N more validation questions right than the current program, net (default 2: one-question gains were noise in our runs).")]  # noqa: UP045
 LocalCheck = Annotated[Optional[bool], typer.Option("--local-check/--no-local-check", help="Re-run the blamed calls under each candidate for an upstream predictor before replaying the write path (default: on).")]  # noqa: UP045
 
 
@@ -35,7 +36,7 @@ def _loop_values(opt_cfg: dict[str, Any], **flags: Any) -> dict[str, Any]:
     fields = {"rounds": "max_rounds", "patience": "patience", "candidates": "num_candidates",
               "minibatch": "minibatch_size", "budget": "max_lm_calls", "time_budget": "max_seconds",
               "local_check": "local_check", "demos": "max_demos", "validate_ties": "validate_ties",
-              "min_val_gain": "min_val_gain"}
+              "min_val_gain": "min_val_gain", "min_val_questions": "min_val_questions"}
     values = {fields[name]: value if value is not None else opt_cfg.get(name) for name, value in flags.items()}
     return {key: value for key, value in values.items() if value is not None}
 
@@ -69,6 +70,7 @@ def optimize_command(
     demos: Demos = None,
     validate_ties: ValidateTies = None,
     min_val_gain: MinValGain = None,
+    min_val_questions: MinValQuestions = None,
     local_check: LocalCheck = None,
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = None,  # noqa: UP045
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite in --out); share one to run several workers.")] = None,  # noqa: UP045
@@ -98,7 +100,8 @@ def optimize_command(
     explicit_loop = {
         **_loop_values(opt_cfg, rounds=rounds, patience=patience, candidates=candidates, minibatch=minibatch,
                        budget=budget, time_budget=time_budget, local_check=local_check, demos=demos,
-                       validate_ties=validate_ties, min_val_gain=min_val_gain),
+                       validate_ties=validate_ties, min_val_gain=min_val_gain,
+                       min_val_questions=min_val_questions),
         "seed": seed,
     }
     request = OptimizeRequest(
@@ -178,6 +181,7 @@ def compare_command(
     demos: Demos = None,
     validate_ties: ValidateTies = None,
     min_val_gain: MinValGain = None,
+    min_val_questions: MinValQuestions = None,
     local_check: LocalCheck = None,
     judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output directory.")] = None,  # noqa: UP045
@@ -211,7 +215,8 @@ def compare_command(
         judge=judge, program_settings=dict(cfg.get("settings") or {}), seed=seed,
         loop=LoopSettings(**_loop_values(dict(cfg.get("optimize") or {}), rounds=rounds, patience=patience,
                                          candidates=candidates, minibatch=minibatch, local_check=local_check,
-                                         demos=demos, validate_ties=validate_ties, min_val_gain=min_val_gain),
+                                         demos=demos, validate_ties=validate_ties, min_val_gain=min_val_gain,
+                                         min_val_questions=min_val_questions),
                           seed=seed),
     )
     out_console = console()

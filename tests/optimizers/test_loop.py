@@ -136,3 +136,21 @@ def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, plant
     opt.compile(planted, trainset=examples, valset=examples)
     assert "interrupted" not in opt.result.manifest_part()["optimizer"]
     assert opt.result.rounds[0].seconds > 0
+
+
+def test_a_gain_of_fewer_validation_questions_than_asked_for_is_rejected(fake_models, planted, examples):
+    models, _ = fake_models
+    n = len(examples)
+    fixed = optimizer(models, max_rounds=1, min_val_questions=1)
+    fixed.compile(planted, trainset=examples, valset=examples)
+    gain = round((fixed.result.rounds[0].val_accuracy - fixed.result.baseline_val) * n)
+    assert fixed.result.rounds[0].accepted and gain >= 2
+
+    enough = optimizer(models, max_rounds=1, min_val_questions=gain)
+    assert instructions_of(enough.compile(planted, trainset=examples, valset=examples))[EXTRACT] == FIXED
+
+    strict = optimizer(models, max_rounds=1, min_val_questions=gain + 1)
+    kept = strict.compile(planted, trainset=examples, valset=examples)
+    assert instructions_of(kept)[EXTRACT] == BAD_EXTRACT and not strict.result.rounds[0].accepted
+    validated = [c for c in strict.result.rounds[0].candidates if c.val_score is not None]
+    assert validated and f"+ {gain / n:.3f}" in validated[0].why  # the margin: `gain` questions' worth, less a hair

@@ -56,6 +56,16 @@ def test_strict_improvement_accepts_only_a_valset_gain():
     with pytest.raises(ConfigError, match="min_val_gain"):
         LoopSettings(min_val_gain=1.5)
 
+    default = MemTraceOptimizer().acceptance_for(17)  # by default two validation questions net
+    assert not default.on_valset(5 / 17, 6 / 17).ok and default.on_valset(5 / 17, 7 / 17).ok
+    assert MemTraceOptimizer(settings=LoopSettings(min_val_questions=1)).acceptance_for(17).on_valset(5 / 17, 6 / 17).ok
+    wide = MemTraceOptimizer(settings=LoopSettings(min_val_gain=0.2)).acceptance_for(17)  # the larger margin wins
+    assert not wide.on_valset(5 / 17, 8 / 17).ok and wide.on_valset(5 / 17, 9 / 17).ok
+    custom = StrictImprovement()
+    assert MemTraceOptimizer(acceptance=custom).acceptance_for(17) is custom  # a rule given is used as is
+    with pytest.raises(ConfigError, match="min_val_questions"):
+        LoopSettings(min_val_questions=0)
+
 
 def test_question_split_is_deterministic_and_disjoint():
     dataset = load_sample()
