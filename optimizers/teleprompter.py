@@ -146,8 +146,7 @@ class MemTraceOptimizer(Teleprompter):
         self.attribution_config = attribution_config
         self.selector = selector or MostBlamed()
         self.proposer = proposer
-        self._own_acceptance = acceptance is None  # the default rule's margin depends on the valset's size
-        self.acceptance = acceptance or self.acceptance_for(0)
+        self.acceptance = acceptance  # None: the default rule, whose margin depends on the valset's size
         self.storage = storage
         self.study_name = study_name
         self.memo = memo or ReplayMemo()
@@ -164,10 +163,9 @@ class MemTraceOptimizer(Teleprompter):
     def acceptance_for(self, val_size: int) -> AcceptanceRule:
         """The acceptance rule on a valset of `val_size` questions: the one given, else the default
         `StrictImprovement` with the settings' margin (`LoopSettings.min_delta`)."""
-        if not self._own_acceptance:
+        if self.acceptance is not None:
             return self.acceptance
-        return StrictImprovement(min_delta=self.settings.min_delta(val_size) if val_size else self.settings.min_val_gain,
-                                 validate_ties=self.settings.validate_ties)
+        return StrictImprovement(min_delta=self.settings.min_delta(val_size), validate_ties=self.settings.validate_ties)
 
     # ---------------------------------------------------------------------------------------------------
     def _study_name(self, memory: Any, train: Sequence[CaseRef], val: Sequence[CaseRef]) -> str:

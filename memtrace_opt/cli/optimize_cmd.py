@@ -25,7 +25,7 @@ Candidates = Annotated[Optional[int], typer.Option(help="Instructions proposed p
 Minibatch = Annotated[Optional[int], typer.Option(help="Training questions per round.")]  # noqa: UP045
 Demos = Annotated[Optional[int], typer.Option(help="One candidate per round gives the blamed predictor up to N worked examples from its own correct calls (default 2; 0: instructions only).")]  # noqa: UP045
 ValidateTies = Annotated[Optional[bool], typer.Option("--validate-ties/--no-validate-ties", help="Validate a candidate that ties the current minibatch score (acceptance still needs a validation gain).")]  # noqa: UP045
-MinValGain = Annotated[Optional[float], typer.Option(help="Accept a candidate only if it beats the current validation accuracy by more than this (0-1; default 0: any gain). On 20 validation questions, 0.05 asks for two questions.")]  # noqa: UP045
+MinValGain = Annotated[Optional[float], typer.Option(help="Accept a candidate only if it beats the current validation accuracy by more than this (0-1; default 0); the larger of this and --min-val-questions applies.")]  # noqa: UP045
 MinValQuestions = Annotated[Optional[int], typer.Option(help="Accept a candidate only if it answers at least N more validation questions right than the current program, net (default 2: one-question gains were noise in our runs).")]  # noqa: UP045
 LocalCheck = Annotated[Optional[bool], typer.Option("--local-check/--no-local-check", help="Re-run the blamed calls under each candidate for an upstream predictor before replaying the write path (default: on).")]  # noqa: UP045
 

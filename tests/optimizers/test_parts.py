@@ -46,11 +46,11 @@ def test_strict_improvement_accepts_only_a_valset_gain():
     assert "rejected" in rule.on_valset(0.5, 0.4).why
     from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer
 
-    ties = MemTraceOptimizer(settings=LoopSettings(validate_ties=True)).acceptance
+    ties = MemTraceOptimizer(settings=LoopSettings(validate_ties=True)).acceptance_for(20)
     assert ties.on_minibatch(0.5, 0.5).ok and not ties.on_minibatch(0.5, 0.4).ok and not ties.on_valset(0.5, 0.5).ok
-    assert not MemTraceOptimizer().acceptance.on_minibatch(0.5, 0.5).ok  # the default: a tie is not validated
+    assert not MemTraceOptimizer().acceptance_for(20).on_minibatch(0.5, 0.5).ok  # the default: a tie is not validated
 
-    margin = MemTraceOptimizer(settings=LoopSettings(min_val_gain=0.05)).acceptance  # two questions of 20
+    margin = MemTraceOptimizer(settings=LoopSettings(min_val_gain=0.05)).acceptance_for(20)  # two questions of 20
     assert not margin.on_valset(5 / 20, 6 / 20).ok and margin.on_valset(5 / 20, 7 / 20).ok
     assert "+ 0.050" in margin.on_valset(5 / 20, 6 / 20).why
     with pytest.raises(ConfigError, match="min_val_gain"):
