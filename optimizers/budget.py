@@ -80,12 +80,18 @@ class LMBudget:
     def bounded(self) -> bool:
         return self.limit is not None or self.deadline is not None
 
+    def why_spent(self) -> str:
+        """Why no call is left, "" while some are."""
+        if self.out_of_time():
+            return "the time budget is spent"
+        if self.exhausted():
+            return f"LM-call budget of {self.limit} spent ({self.spent()} calls)"
+        return ""
+
     def check(self) -> None:
         """Raises BudgetExhausted when no call is left."""
-        if self.out_of_time():
-            raise BudgetExhausted("the time budget is spent")
-        if self.exhausted():
-            raise BudgetExhausted(f"LM-call budget of {self.limit} spent ({self.spent()} calls)")
+        if why := self.why_spent():
+            raise BudgetExhausted(why)
 
 
 def _guarded_call(self: Any, *args: Any, **kwargs: Any) -> Any:

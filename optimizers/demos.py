@@ -13,6 +13,9 @@ shown verbatim when DSPy formats a demo), and its output fields, read back from 
 cut short or looping on one line is no example to follow: it is skipped). The calls whose inputs are most
 like those of the blamed calls come first within each of those two tiers: a worked example of the kind of input
 the predictor gets wrong.
+The calls come from the round's minibatch and from a pool of training cases traced once for the purpose
+(`LoopSettings.demo_pool`): a minibatch of eight often has no correct case at all (round 1 of a long_context run
+scored 0.000 and so had no demos candidate), while a training conversation's other questions do.
 Only the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the program is untouched.
 
     demos = predictor_demos(program, "answer.predict", evaluation, memo, max_demos=2)
@@ -88,7 +91,7 @@ def demo_from_exchange(signature: Any, prompt: str, response: str) -> dict[str, 
 def predictor_demos(
     program: dspy.Module,
     predictor: str,
-    evaluation: EvalResult,
+    evaluation: EvalResult | Sequence[EvalResult],
     memo: ReplayMemo,
     *,
     max_demos: int = 2,
@@ -97,8 +100,8 @@ def predictor_demos(
     like: Sequence[str] = (),
     embedder: str | None = "minilm",
 ) -> list[dict[str, str]]:
-    """Up to `max_demos` demos for `predictor` from its calls in `evaluation`'s correct cases whose answer F1 is
-    above `CORRECT_F1` (distinct calls, none longer than `max_chars`, none already among `exclude` or the
+    """Up to `max_demos` demos for `predictor` from its calls in the correct cases of `evaluation` (one, or several:
+    the round's minibatch and the training cases traced for demos) whose answer F1 is above `CORRECT_F1` (distinct calls, none longer than `max_chars`, none already among `exclude` or the
     predictor's demos). Those of answers with F1 >= `CLOSE_F1` come first; within each tier, with `like` (the
     prompts of the blamed calls), the calls most like the blamed ones come first (`closest_first`)."""
     if max_demos < 1:
@@ -108,7 +111,9 @@ def predictor_demos(
     pool: list[dict[str, str]] = []
     close: list[bool] = []  # per pool entry: its answer's F1 reaches CLOSE_F1 (a case without F1 counts as close)
     seen: set[str] = set()
-    for case, exchange in correct_calls(predictor, evaluation, memo):
+    evaluations = [evaluation] if isinstance(evaluation, EvalResult) else list(evaluation)
+    calls = (pair for each in evaluations for pair in correct_calls(predictor, each, memo))
+    for case, exchange in calls:
         f1 = case.score.scores.get("f1")
         if f1 is not None and f1 <= CORRECT_F1:
             continue

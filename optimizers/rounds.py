@@ -24,7 +24,7 @@ from memtrace_opt.optimizers.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.blame import attribute_failures
 from memtrace_opt.optimizers.budget import LMBudget
 from memtrace_opt.optimizers.demos import DEMO_CHARS, predictor_demos
-from memtrace_opt.optimizers.evaluation import CachedEvaluator
+from memtrace_opt.optimizers.evaluation import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evidence import build_evidence, describe
 from memtrace_opt.optimizers.examples import CaseRef
 from memtrace_opt.optimizers.local_check import LocalCase, LocalResult, check_candidate, local_cases
@@ -65,6 +65,8 @@ class RoundContext:
     local_check: bool = True
     max_demos: int = 0
     demo_chars: int = DEMO_CHARS
+    demo_pool: Sequence[CaseRef] = ()
+    pool_results: list[EvalResult] = field(default_factory=list)  # the pool traced, once, by the first round needing it
 
 
 @dataclass
@@ -75,6 +77,18 @@ class RoundOutcomeFull:
     program: dspy.Module
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     budget_hit: bool = False
+
+
+def _demo_pool(ctx: RoundContext, program: dspy.Module) -> list[EvalResult]:
+    """The training cases traced for demos (`ctx.demo_pool`), run by `program` the first time they are needed
+    and kept for later rounds: a call that served a correct answer is a worked example whichever round ran it.
+    The write path replays from the memo; only the pool's own questions cost LM calls."""
+    if ctx.demo_pool and not ctx.pool_results:
+        result = ctx.evaluator.evaluate(program, ctx.demo_pool)
+        log.info("demo pool: %d training cases traced, %d answered correctly (%d LM calls)", len(result.cases),
+                 len(result.passed()), result.lm_calls)
+        ctx.pool_results.append(result)
+    return ctx.pool_results
 
 
 def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Sequence[CaseRef],
@@ -99,7 +113,8 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
             checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.evidence_cases)
         proposals = ctx.proposer.propose(evidence, ctx.num_candidates)
         if ctx.max_demos > 0:
-            new_demos = predictor_demos(program, chosen, evaluation, ctx.evaluator.memo, max_demos=ctx.max_demos,
+            sources = [evaluation, *_demo_pool(ctx, program)]
+            new_demos = predictor_demos(program, chosen, sources, ctx.evaluator.memo, max_demos=ctx.max_demos,
                                         max_chars=ctx.demo_chars, like=[case.shown for case in evidence.failures])
             demos = [*demos_of(program)[chosen], *new_demos] if new_demos else []
     plan = {

@@ -15,7 +15,8 @@ Examples are `make_examples(...)` examples (inputs `conversation`, `question`); 
    does its output now carry the gold answer, without losing it in correct cases?); candidates that pass
    run with cached replay (only ops whose content changed reach the LM), on the minibatch first; the best
    goes to the valset; it is accepted only if it improves the valset accuracy. One more candidate per round
-   keeps the instruction and gives the predictor worked examples from its own correct calls (`max_demos`).
+   keeps the instruction and gives the predictor worked examples from its own correct calls (`max_demos`), in
+   the minibatch or among a pool of training cases traced once (`demo_pool`).
 5. Stop after `patience` rounds without an accepted change, `max_rounds`, when the LM-call budget (task,
    reflection and attributor calls) is spent, or after `max_seconds` of wall time (the baseline always
    completes; a round cut short by the budget is not recorded, and resumes with a larger budget).
@@ -72,7 +73,8 @@ class LoopSettings:
     per round; `local_check` re-runs an upstream predictor's blamed calls under each candidate before its
     minibatch replay (`local_check.py`); `max_demos` > 0 adds one candidate per round, the current instruction
     with up to that many worked examples from the predictor's own correct calls (`demos.py`), none longer than
-    `demo_chars` characters; `validate_ties` sends a candidate that ties the current minibatch score to the
+    `demo_chars` characters, drawn from the round's minibatch and from the first `demo_pool` training cases (in
+    the seeded order), traced once when a round first builds demos (0: the minibatch only); `validate_ties` sends a candidate that ties the current minibatch score to the
     valset too (acceptance still needs a valset gain); `min_val_gain` is the valset gain (accuracy, 0-1) a
     candidate must exceed to be accepted: 0, any gain; `min_val_questions` is the net number of validation
     questions it must gain (answered right that were wrong, less the reverse), 2 by default: in our runs six
@@ -93,6 +95,7 @@ class LoopSettings:
     validate_ties: bool = False
     min_val_gain: float = 0.0
     min_val_questions: int = 2
+    demo_pool: int = 24
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
@@ -101,6 +104,8 @@ class LoopSettings:
             raise ConfigError(f"optimizer: max_demos must be >= 0, got {self.max_demos}")
         if not 0.0 <= self.min_val_gain < 1.0:
             raise ConfigError(f"optimizer: min_val_gain is an accuracy gain in [0, 1), got {self.min_val_gain}")
+        if self.demo_pool < 0:
+            raise ConfigError(f"optimizer: demo_pool must be >= 0, got {self.demo_pool}")
         if self.min_val_questions < 1:
             raise ConfigError(f"optimizer: min_val_questions must be >= 1, got {self.min_val_questions}")
 
@@ -224,6 +229,9 @@ class MemTraceOptimizer(Teleprompter):
             predictors=[name for name, _ in memory.named_predictors()], local_check=self.settings.local_check,
             max_demos=self.settings.max_demos, demo_chars=self.settings.demo_chars,
         )
+        order = list(train)
+        random.Random(self.settings.seed).shuffle(order)
+        ctx.demo_pool = order[:self.settings.demo_pool]
         baseline = ledger.get("baseline")
         if baseline is None:
             baseline = {"val_accuracy": evaluator.evaluate(memory, val).accuracy}
@@ -231,8 +239,6 @@ class MemTraceOptimizer(Teleprompter):
             ledger.put("lm_calls_total", prior_calls + budget.spent())
         log.info("baseline valset accuracy %.3f (%s)", baseline["val_accuracy"], study_name)
         evaluator.task_lm = guard(task_lm)
-        order = list(train)
-        random.Random(self.settings.seed).shuffle(order)
         program, current_val = memory, float(baseline["val_accuracy"])
         rounds: list[RoundRecord] = []
         history: list[RoundOutcome] = []
@@ -264,6 +270,12 @@ class MemTraceOptimizer(Teleprompter):
                     interrupted = interrupted_round(ledger, number, program, f"cut short: {spent}")
                     break
                 record, program, budget_hit = outcome.record, outcome.program, outcome.budget_hit
+                if budget_hit and not record.accepted:  # spent among its candidates: cut short, it resumes
+                    verdicts.extend(outcome.verdicts)
+                    ledger.put("lm_calls_total", prior_calls + budget.spent())
+                    stop_reason = "time" if budget.out_of_time() else "budget"
+                    interrupted = interrupted_round(ledger, number, program, f"cut short: {budget.why_spent()}")
+                    break
                 if record.accepted:
                     changed = changed_prompts(before, program)
                     assert changed == [record.chosen_predictor], f"an accepted step changed {changed}"

@@ -3,6 +3,8 @@ calls, read back from the recorded messages; accepted like any candidate, and on
 
 from __future__ import annotations
 
+import random
+
 import dspy
 from optfixtures import ANSWER, DECIDE, EXTRACT, add_rules, reflect
 
@@ -82,6 +84,31 @@ def test_the_loop_gives_only_the_blamed_predictor_demos_when_they_win(examples, 
     again = CachedEvaluator(Metric(), task_lm=models.task).evaluate(loaded, case_refs(examples)).accuracy
     assert again == first.val_accuracy
     assert any(len(c.messages) > 2 for c in engine.calls_for("answer"))
+
+
+def test_a_minibatch_with_no_correct_case_still_gets_demos_from_the_training_pool(examples):
+    """The shy model fails every question but "What ..." ones: a one-question minibatch that is not one has no
+    correct call of its own, and only the pool of training cases traced for demos can supply them."""
+    def order(seed):  # the loop's training order: the seeded shuffle of the trainset
+        cases = case_refs(examples)
+        random.Random(seed).shuffle(cases)
+        return cases
+    seed = next(s for s in range(50) if not order(s)[0].question.question.startswith("What"))
+
+    def run(pool):
+        models, _ = shy_models()
+        opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
+            max_rounds=1, num_candidates=1, minibatch_size=1, max_demos=2, demo_pool=pool, seed=seed))
+        opt.compile(Mem0Memory(), trainset=examples, valset=examples)
+        return opt.result.rounds[0]
+
+    alone = run(0)  # the minibatch only: no correct case, so no demos candidate
+    assert alone.chosen_predictor == ANSWER and all(c.demos is None for c in alone.candidates)
+    pooled = run(len(examples))
+    demos = [c for c in pooled.candidates if c.demos is not None]
+    assert len(demos) == 1 and len(demos[0].demos) == 2
+    assert all(d["question"].startswith("What") for d in demos[0].demos)  # calls that served a correct answer
+    assert demos[0].minibatch_score == 1.0 and demos[0].accepted  # shown examples, the shy model answers
 
 
 def test_without_demos_the_round_has_only_the_proposals(examples):

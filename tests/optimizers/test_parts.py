@@ -65,6 +65,8 @@ def test_strict_improvement_accepts_only_a_valset_gain():
     assert MemTraceOptimizer(acceptance=custom).acceptance_for(17) is custom  # a rule given is used as is
     with pytest.raises(ConfigError, match="min_val_questions"):
         LoopSettings(min_val_questions=0)
+    with pytest.raises(ConfigError, match="demo_pool"):
+        LoopSettings(demo_pool=-1)
 
 
 def test_question_split_is_deterministic_and_disjoint():
