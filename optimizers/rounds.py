@@ -1,6 +1,6 @@
 """One round of the closed loop: trace the minibatch, attribute its failures, choose the most blamed
 predictor, propose K rewrites of it, evaluate them (the local check on the blamed calls for an upstream
-predictor, then the minibatch, the valset for the best) and decide.
+predictor, then the minibatch, the valset for the best rewrite and for the demos candidate) and decide.
 
 Every step that costs LM calls is recorded in the study before the next begins, so a killed round resumes:
 the round's plan (blame, chosen predictor, proposals) is study attribute `round:N`; each candidate is a
@@ -257,25 +257,39 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             handles[i], scores[i] = handle, score
             log.info("round %d candidate %d for %s%s: minibatch %.3f (current %.3f)", number, i + 1, chosen,
                      f" (+{len(demos)} demos)" if demos is not None else "", score, current_mb)
-        best = max(scores, key=lambda i: (scores[i], -i)) if scores else None
-        val: float | None = None
-        accepted = False
-        why = ""
-        if best is None:
-            pass
-        elif best in finished:
-            val, accepted = finished[best].get("val_score"), bool(finished[best].get("accepted"))
-            why = str(finished[best].get("why", ""))
-        else:
-            gate = ctx.acceptance.on_minibatch(current_mb, scores[best])
-            why = gate.why
+        # the best rewrite and the demos candidate each go to the valset: a minibatch of six or eight ranks
+        # candidates of one kind, but in a long_context run it put a rewrite (0.333) above two demos (0.167)
+        # that would have gained two validation questions where the rewrite gained one
+        kinds: dict[bool, int] = {}
+        for i in sorted(scores, key=lambda i: (-scores[i], i)):
+            kinds.setdefault(candidates[i][1] is not None, i)
+        contenders = sorted(kinds.values(), key=lambda i: (-scores[i], i))
+        vals: dict[int, float | None] = {}
+        accepts: dict[int, bool] = {}
+        whys: dict[int, str] = {}
+        for i in contenders:
+            if i in finished:
+                vals[i], accepts[i] = finished[i].get("val_score"), bool(finished[i].get("accepted"))
+                whys[i] = str(finished[i].get("why", ""))
+                continue
+            gate = ctx.acceptance.on_minibatch(current_mb, scores[i])
+            vals[i], accepts[i], whys[i] = None, False, gate.why
             if gate.ok and ctx.budget.exhausted():
-                why, budget_hit = "not validated: the LM-call budget is spent", True
+                whys[i], budget_hit = "not validated: the LM-call budget is spent", True
             elif gate.ok:
-                val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[best]), ctx.valset).accuracy
+                val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[i]), ctx.valset).accuracy
                 decision = ctx.acceptance.on_valset(current_val, val)
-                accepted, why = decision.ok, decision.why
-                log.info("round %d candidate %d for %s: %s", number, best + 1, chosen, why)
+                vals[i], accepts[i], whys[i] = val, decision.ok, decision.why
+                log.info("round %d candidate %d for %s: %s", number, i + 1, chosen, decision.why)
+        passed = [i for i in contenders if accepts[i]]
+        decided = [i for i in passed if i in finished]  # accepted before the run was cut: that decision stands
+        best = decided[0] if decided else max(passed, key=lambda i: (vals[i] or 0.0, scores[i], -i)) if passed else None
+        for i in passed:  # two passed: the better on the valset is taken
+            if i != best and best is not None and i not in finished:
+                accepts[i] = False
+                whys[i] = f"passed, but valset {vals[i] or 0.0:.3f} is below candidate {best + 1}'s {vals[best] or 0.0:.3f}"
+        accepted = best is not None
+        val = vals[best] if best is not None else None
         records: list[CandidateRecord] = []
         for i in sorted(scores.keys() | rejected.keys()):
             text, demos = candidates[i]
@@ -288,12 +302,13 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             if i in rejected:
                 records.append(CandidateRecord(text, None, None, False, rejected[i], locals_.get(i), demos))
                 continue
-            if i == best:
-                record = CandidateRecord(text, scores[i], val, accepted, why, locals_.get(i), demos)
+            if i in vals:
+                record = CandidateRecord(text, scores[i], vals[i], accepts[i], whys[i], locals_.get(i), demos)
             else:
+                leader = kinds[candidates[i][1] is not None]
                 record = CandidateRecord(text, scores[i], None, False,
-                                         f"not validated: minibatch {scores[i]:.3f} below the best candidate's "
-                                         f"{max(scores.values()):.3f}", locals_.get(i), demos)
+                                         f"not validated: minibatch {scores[i]:.3f} below candidate {leader + 1}'s "
+                                         f"{scores[leader]:.3f}", locals_.get(i), demos)
             if record.val_score is not None:
                 handles[i].validated(record.val_score, accepted=record.accepted, why=record.why)
             else:

@@ -13,10 +13,11 @@ Examples are `make_examples(...)` examples (inputs `conversation`, `question`); 
 3. The reflection LM proposes K instructions for THAT predictor, from its blamed calls and correct cases.
 4. A candidate for an upstream predictor is first re-run on the blamed calls themselves (the local check:
    does its output now carry the gold answer, without losing it in correct cases?); candidates that pass
-   run with cached replay (only ops whose content changed reach the LM), on the minibatch first; the best
-   goes to the valset; it is accepted only if it improves the valset accuracy. One more candidate per round
-   keeps the instruction and gives the predictor worked examples from its own correct calls (`max_demos`), in
-   the minibatch or among a pool of training cases traced once (`demo_pool`).
+   run with cached replay (only ops whose content changed reach the LM), on the minibatch first. One more
+   candidate per round keeps the instruction and gives the predictor worked examples from its own correct calls
+   (`max_demos`), in the minibatch or among a pool of training cases traced once (`demo_pool`). The best
+   rewrite and the demos candidate each go to the valset if they pass the minibatch; one is accepted only if
+   it improves the valset accuracy (by the better valset score when both do).
 5. Stop after `patience` rounds without an accepted change, `max_rounds`, when the LM-call budget (task,
    reflection and attributor calls) is spent, or after `max_seconds` of wall time (the baseline always
    completes; a round cut short by the budget is not recorded, and resumes with a larger budget).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import dspy
-from optfixtures import ANSWER, DECIDE, EXTRACT, add_rules, reflect
+from optfixtures import ANSWER, DECIDE, EXTRACT, FIX, add_rules, reflect
 
 from memtrace_opt.lm import ModelRoles, Models
 from memtrace_opt.lm.roles import ModelSpec
@@ -109,6 +109,46 @@ def test_a_minibatch_with_no_correct_case_still_gets_demos_from_the_training_poo
     assert len(demos) == 1 and len(demos[0].demos) == 2
     assert all(d["question"].startswith("What") for d in demos[0].demos)  # calls that served a correct answer
     assert demos[0].minibatch_score == 1.0 and demos[0].accepted  # shown examples, the shy model answers
+
+
+def test_the_demos_candidate_is_validated_beside_the_best_rewrite_and_the_better_valset_score_wins(examples):
+    """On a two-question minibatch the rewrite (2/2) beats the demos (1/2); on the nine validation questions the
+    demos (7/9) beat the rewrite (6/9). Both go to the valset, both pass, and the demos are taken. (The kitten's
+    name is never answered: the fake answer skill reads it as a number.)"""
+    missed_by_rewrite = ("When did Alice visit the Louvre museum?", "When did Bob move to Porto?")
+
+    def picky_answer(call: FakeCall) -> dict:
+        question = call.inputs.get("question", "")
+        if len(call.messages) > 2:  # shown worked examples: all but the "Who" question
+            right = not question.startswith("Who")
+        elif FIX.strip() in call.instruction:  # the rewrite: all but two dates
+            right = question not in missed_by_rewrite
+        else:
+            right = question.startswith("What")
+        return answer(call) if right else {"answer": "I don't know"}
+
+    def order(seed):  # the loop's training order: the seeded shuffle of the trainset
+        cases = case_refs(examples)
+        random.Random(seed).shuffle(cases)
+        return cases
+    wanted = {"Who taught Alice pottery?", "When did Alice adopt a kitten?"}
+    seed = next(s for s in range(5000) if {c.question.question for c in order(s)[:2]} == wanted)
+    engine = FakeEngine(skills=[Skill(("new_instruction",), reflect, name="reflect"),
+                                Skill(("rules",), add_rules, name="add-rules"),
+                                Skill(("answer",), picky_answer, name="answer"), *default_skills()])
+    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
+        max_rounds=1, num_candidates=1, minibatch_size=2, max_demos=2, seed=seed))
+    optimized = opt.compile(Mem0Memory(), trainset=examples, valset=examples)
+    assert opt.result.baseline_val == 3 / 9
+    first = opt.result.rounds[0]
+    rewrite = next(c for c in first.candidates if c.demos is None)
+    demos = next(c for c in first.candidates if c.demos is not None)
+    assert (rewrite.minibatch_score, demos.minibatch_score) == (1.0, 0.5)
+    assert (rewrite.val_score, demos.val_score) == (6 / 9, 7 / 9)  # both validated, both above the margin
+    assert demos.accepted and not rewrite.accepted and "below candidate" in rewrite.why
+    assert first.accepted and first.val_accuracy == 7 / 9
+    assert len(demos_of(optimized)[ANSWER]) == 2 and instructions_of(optimized)[ANSWER] == first.previous_instruction
 
 
 def test_without_demos_the_round_has_only_the_proposals(examples):
