@@ -287,7 +287,8 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
         for i in passed:  # two passed: the better on the valset is taken
             if i != best and best is not None and i not in finished:
                 accepts[i] = False
-                whys[i] = f"passed, but valset {vals[i] or 0.0:.3f} is below candidate {best + 1}'s {vals[best] or 0.0:.3f}"
+                whys[i] = (f"passed, but candidate {best + 1} is taken (valset {vals[best] or 0.0:.3f}, minibatch "
+                           f"{scores[best]:.3f}; this one {vals[i] or 0.0:.3f}, {scores[i]:.3f})")
         accepted = best is not None
         val = vals[best] if best is not None else None
         records: list[CandidateRecord] = []
@@ -307,8 +308,8 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             else:
                 leader = kinds[candidates[i][1] is not None]
                 record = CandidateRecord(text, scores[i], None, False,
-                                         f"not validated: minibatch {scores[i]:.3f} below candidate {leader + 1}'s "
-                                         f"{scores[leader]:.3f}", locals_.get(i), demos)
+                                         f"not validated: candidate {leader + 1} goes first on the minibatch "
+                                         f"({scores[leader]:.3f}; this one {scores[i]:.3f})", locals_.get(i), demos)
             if record.val_score is not None:
                 handles[i].validated(record.val_score, accepted=record.accepted, why=record.why)
             else:
