@@ -9,7 +9,7 @@ from memtrace_opt.optimizers.records import RoundRecord
 from memtrace_opt.programs.mem0 import Mem0Memory
 
 ROUND_KEYS = {"round", "blame_counts", "not_fixable", "chosen_predictor", "previous_instruction", "candidates",
-              "accepted", "val_accuracy", "lm_calls", "seconds"}
+              "accepted", "val_accuracy", "lm_calls", "lm_calls_total", "seconds"}
 CANDIDATE_KEYS = {"instruction", "minibatch_score", "val_score", "accepted", "why"}
 
 
@@ -154,3 +154,19 @@ def test_a_gain_of_fewer_validation_questions_than_asked_for_is_rejected(fake_mo
     assert instructions_of(kept)[EXTRACT] == BAD_EXTRACT and not strict.result.rounds[0].accepted
     validated = [c for c in strict.result.rounds[0].candidates if c.val_score is not None]
     assert validated and f"+ {gain / n:.3f}" in validated[0].why  # the margin: `gain` questions' worth, less a hair
+
+
+def test_calls_to_best_stop_at_the_accepting_round_when_a_later_round_is_cut_short(fake_models, planted, examples):
+    models, _ = fake_models
+    whole = optimizer(models, max_rounds=1)
+    whole.compile(planted, trainset=examples, valset=examples)
+    first = whole.result.rounds[0]
+    assert first.accepted and first.calls_total == whole.result.lm_calls == whole.result.calls_to_best
+
+    cut = optimizer(models, max_rounds=6, max_lm_calls=first.calls_total + 3)  # a later round starts, then is cut
+    cut.compile(planted, trainset=examples, valset=examples)
+    result = cut.result
+    assert result.stop_reason == "budget" and result.rounds[0].accepted
+    assert result.manifest_part()["optimizer"]["interrupted"]["round"] == len(result.rounds) + 1
+    assert result.lm_calls == first.calls_total + 3
+    assert result.calls_to_best == first.calls_total  # the calls of the cut round came after the best
