@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="our loop's demos candidate: up to N worked examples for the blamed predictor (0: off)")
     parser.add_argument("--demo-pool", type=int, default=24,
                         help="our loop draws demos from the first N training questions too, traced once (0: minibatch only)")
+    parser.add_argument("--demo-budget", type=int, default=20000,
+                        help="our loop keeps all of the blamed predictor's demos within N characters together")
     parser.add_argument("--min-val-gain", type=float, default=0.0,
                         help="our loop accepts a candidate only above the current validation accuracy by more than this")
     parser.add_argument("--min-val-questions", type=int, default=2,
@@ -82,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             attribution=args.attribution,
             loop=LoopSettings(max_rounds=args.rounds, num_candidates=args.candidates, minibatch_size=args.minibatch,
                               patience=args.patience, seed=args.seed, local_check=not args.no_local_check,
-                              max_demos=args.demos, demo_pool=args.demo_pool, validate_ties=args.validate_ties,
+                              max_demos=args.demos, demo_pool=args.demo_pool, demo_budget_chars=args.demo_budget,
+                              validate_ties=args.validate_ties,
                               min_val_gain=args.min_val_gain, min_val_questions=args.min_val_questions),
             seed=args.seed,
         )

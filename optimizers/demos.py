@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dspy
@@ -38,9 +38,14 @@ from memtrace_opt.optimizers.evidence import without_adapter_tail
 from memtrace_opt.optimizers.local_check import correct_calls
 from memtrace_opt.optimizers.memo import ReplayMemo
 
-__all__ = ["predictor_demos", "closest_first", "demo_from_exchange", "well_formed", "DEMO_CHARS", "CLOSE_F1"]
+__all__ = ["predictor_demos", "closest_first", "demo_from_exchange", "well_formed", "DEMO_CHARS", "DEMO_TOTAL_CHARS",
+           "CLOSE_F1", "demo_size"]
 
 DEMO_CHARS = 8000  # about 2k tokens: a longer call (a whole transcript) would crowd an 8k window as a demo
+# all of a predictor's demos together: about 5k tokens, leaving 3k of an 8k window for the call's own prompt.
+# A demo of a question about a conversation carries the transcript (long_context, sessions 1-2 of LoCoMo: 1,100
+# to 1,900 tokens): six of them and the question's own prompt pass the embedded model's 8,192 tokens
+DEMO_TOTAL_CHARS = 20000
 CLOSE_F1 = 0.8  # an answer this close to the gold by token F1 has few words beyond it: the style to show
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 
@@ -96,6 +101,7 @@ def predictor_demos(
     *,
     max_demos: int = 2,
     max_chars: int = DEMO_CHARS,
+    max_total_chars: int | None = DEMO_TOTAL_CHARS,
     exclude: Sequence[dict[str, str]] = (),
     like: Sequence[str] = (),
     embedder: str | None = "minilm",
@@ -103,7 +109,9 @@ def predictor_demos(
     """Up to `max_demos` demos for `predictor` from its calls in the correct cases of `evaluation` (one, or several:
     the round's minibatch and the training cases traced for demos) whose answer F1 is above `CORRECT_F1` (distinct calls, none longer than `max_chars`, none already among `exclude` or the
     predictor's demos). Those of answers with F1 >= `CLOSE_F1` come first; within each tier, with `like` (the
-    prompts of the blamed calls), the calls most like the blamed ones come first (`closest_first`)."""
+    prompts of the blamed calls), the calls most like the blamed ones come first (`closest_first`). A demo that
+    would take the predictor's demos, old and new, past `max_total_chars` (None: no limit) is passed over for
+    the next that fits."""
     if max_demos < 1:
         return []
     signature = dict(program.named_predictors())[predictor].signature
@@ -127,7 +135,21 @@ def predictor_demos(
         close.append(f1 is None or f1 >= CLOSE_F1)
     order = closest_first(list(signature.input_fields), pool, like, embedder=embedder) if like else range(len(pool))
     tiered = [i for i in order if close[i]] + [i for i in order if not close[i]]
-    return [pool[i] for i in tiered][:max_demos]
+    room = None if max_total_chars is None else max_total_chars - sum(demo_size(d) for d in existing)
+    chosen: list[dict[str, str]] = []
+    for i in tiered:
+        if len(chosen) == max_demos:
+            break
+        if room is not None and demo_size(pool[i]) > room:
+            continue
+        chosen.append(pool[i])
+        room = None if room is None else room - demo_size(pool[i])
+    return chosen
+
+
+def demo_size(demo: Mapping[str, Any]) -> int:
+    """A demo's characters: what it adds to every prompt of its predictor, near enough."""
+    return sum(len(str(value)) for value in demo.values())
 
 
 def closest_first(fields: Sequence[str], demos: Sequence[dict[str, str]], like: Sequence[str], *,

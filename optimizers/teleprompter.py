@@ -42,7 +42,7 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.usage import UsageTracker
 from memtrace_opt.optimizers.acceptance import AcceptanceRule, StrictImprovement
 from memtrace_opt.optimizers.budget import BudgetExhausted, LMBudget, guard_lm
-from memtrace_opt.optimizers.demos import DEMO_CHARS
+from memtrace_opt.optimizers.demos import DEMO_CHARS, DEMO_TOTAL_CHARS
 from memtrace_opt.optimizers.evaluation import CachedEvaluator
 from memtrace_opt.optimizers.examples import CaseRef, case_refs
 from memtrace_opt.optimizers.memo import ReplayMemo, lm_name
@@ -74,7 +74,7 @@ class LoopSettings:
     per round; `local_check` re-runs an upstream predictor's blamed calls under each candidate before its
     minibatch replay (`local_check.py`); `max_demos` > 0 adds one candidate per round, the current instruction
     with up to that many worked examples from the predictor's own correct calls (`demos.py`), none longer than
-    `demo_chars` characters, drawn from the round's minibatch and from the first `demo_pool` training cases (in
+    `demo_chars` characters and all of the predictor's demos within `demo_budget_chars` together, drawn from the round's minibatch and from the first `demo_pool` training cases (in
     the seeded order), traced once when a round first builds demos (0: the minibatch only); `validate_ties` sends a candidate that ties the current minibatch score to the
     valset too (acceptance still needs a valset gain); `min_val_gain` is the valset gain (accuracy, 0-1) a
     candidate must exceed to be accepted: 0, any gain; `min_val_questions` is the net number of validation
@@ -97,6 +97,7 @@ class LoopSettings:
     min_val_gain: float = 0.0
     min_val_questions: int = 2
     demo_pool: int = 24
+    demo_budget_chars: int | None = DEMO_TOTAL_CHARS
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
@@ -107,6 +108,8 @@ class LoopSettings:
             raise ConfigError(f"optimizer: min_val_gain is an accuracy gain in [0, 1), got {self.min_val_gain}")
         if self.demo_pool < 0:
             raise ConfigError(f"optimizer: demo_pool must be >= 0, got {self.demo_pool}")
+        if self.demo_budget_chars is not None and self.demo_budget_chars < 1:
+            raise ConfigError(f"optimizer: demo_budget_chars must be >= 1 (None: no limit), got {self.demo_budget_chars}")
         if self.min_val_questions < 1:
             raise ConfigError(f"optimizer: min_val_questions must be >= 1, got {self.min_val_questions}")
 
@@ -229,6 +232,7 @@ class MemTraceOptimizer(Teleprompter):
             evidence_cases=self.settings.evidence_cases, system=system,
             predictors=[name for name, _ in memory.named_predictors()], local_check=self.settings.local_check,
             max_demos=self.settings.max_demos, demo_chars=self.settings.demo_chars,
+            demo_budget_chars=self.settings.demo_budget_chars,
         )
         order = list(train)
         random.Random(self.settings.seed).shuffle(order)

@@ -27,6 +27,7 @@ Demos = Annotated[Optional[int], typer.Option(help="One candidate per round give
 ValidateTies = Annotated[Optional[bool], typer.Option("--validate-ties/--no-validate-ties", help="Validate a candidate that ties the current minibatch score (acceptance still needs a validation gain).")]  # noqa: UP045
 MinValGain = Annotated[Optional[float], typer.Option(help="Accept a candidate only if it beats the current validation accuracy by more than this (0-1; default 0); the larger of this and --min-val-questions applies.")]  # noqa: UP045
 MinValQuestions = Annotated[Optional[int], typer.Option(help="Accept a candidate only if it answers at least N more validation questions right than the current program, net (default 2: one-question gains were noise in our runs).")]  # noqa: UP045
+DemoBudget = Annotated[Optional[int], typer.Option(help="Keep all of the blamed predictor's demos within N characters together (default 20000, about 5k tokens: an 8k context window keeps 3k for the call's own prompt; raise it for a model with a longer one).")]  # noqa: UP045
 DemoPool = Annotated[Optional[int], typer.Option(help="Draw demos from the correct answers to the first N training questions too, traced once (default 24; 0: the round's minibatch only).")]  # noqa: UP045
 LocalCheck = Annotated[Optional[bool], typer.Option("--local-check/--no-local-check", help="Re-run the blamed calls under each candidate for an upstream predictor before replaying the write path (default: on).")]  # noqa: UP045
 
@@ -38,7 +39,7 @@ def _loop_values(opt_cfg: dict[str, Any], **flags: Any) -> dict[str, Any]:
               "minibatch": "minibatch_size", "budget": "max_lm_calls", "time_budget": "max_seconds",
               "local_check": "local_check", "demos": "max_demos", "validate_ties": "validate_ties",
               "min_val_gain": "min_val_gain", "min_val_questions": "min_val_questions",
-              "demo_pool": "demo_pool"}
+              "demo_pool": "demo_pool", "demo_budget": "demo_budget_chars"}
     values = {fields[name]: value if value is not None else opt_cfg.get(name) for name, value in flags.items()}
     return {key: value for key, value in values.items() if value is not None}
 
@@ -71,6 +72,7 @@ def optimize_command(
     attribution: Annotated[Optional[str], typer.Option(help="Attribution method: graphtrace, lineage, blame_response, ...")] = None,  # noqa: UP045
     demos: Demos = None,
     demo_pool: DemoPool = None,
+    demo_budget: DemoBudget = None,
     validate_ties: ValidateTies = None,
     min_val_gain: MinValGain = None,
     min_val_questions: MinValQuestions = None,
@@ -103,7 +105,8 @@ def optimize_command(
     explicit_loop = {
         **_loop_values(opt_cfg, rounds=rounds, patience=patience, candidates=candidates, minibatch=minibatch,
                        budget=budget, time_budget=time_budget, local_check=local_check, demos=demos,
-                       demo_pool=demo_pool, validate_ties=validate_ties, min_val_gain=min_val_gain,
+                       demo_pool=demo_pool, demo_budget=demo_budget, validate_ties=validate_ties,
+                       min_val_gain=min_val_gain,
                        min_val_questions=min_val_questions),
         "seed": seed,
     }
@@ -183,6 +186,7 @@ def compare_command(
     minibatch: Minibatch = None,
     demos: Demos = None,
     demo_pool: DemoPool = None,
+    demo_budget: DemoBudget = None,
     validate_ties: ValidateTies = None,
     min_val_gain: MinValGain = None,
     min_val_questions: MinValQuestions = None,
@@ -219,7 +223,8 @@ def compare_command(
         judge=judge, program_settings=dict(cfg.get("settings") or {}), seed=seed,
         loop=LoopSettings(**_loop_values(dict(cfg.get("optimize") or {}), rounds=rounds, patience=patience,
                                          candidates=candidates, minibatch=minibatch, local_check=local_check,
-                                         demos=demos, demo_pool=demo_pool, validate_ties=validate_ties,
+                                         demos=demos, demo_pool=demo_pool, demo_budget=demo_budget,
+                                         validate_ties=validate_ties,
                                          min_val_gain=min_val_gain,
                                          min_val_questions=min_val_questions),
                           seed=seed),

@@ -11,7 +11,7 @@ from optfixtures import ANSWER, DECIDE, EXTRACT, FIX, add_rules, reflect
 from memtrace_opt.lm import ModelRoles, Models
 from memtrace_opt.lm.roles import ModelSpec
 from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator, LoopSettings, MemTraceOptimizer, case_refs
-from memtrace_opt.optimizers.demos import CLOSE_F1, demo_from_exchange, predictor_demos
+from memtrace_opt.optimizers.demos import CLOSE_F1, demo_from_exchange, demo_size, predictor_demos
 from memtrace_opt.optimizers.metric import AnswerMetric as Metric
 from memtrace_opt.optimizers.program_io import demos_of, instructions_of, load_optimized, save_program
 from memtrace_opt.programs.mem0 import Mem0Memory
@@ -57,6 +57,26 @@ def test_a_demo_is_read_back_from_the_recorded_call_and_formats_to_the_same_mess
     assert parsed == {"context": "c", "question": "q", "answer": "a"}  # the adapter's reminder is not an input
     assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=0) == []
     assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_chars=10) == []  # too long
+
+
+def test_demos_stay_within_a_character_budget_counted_with_the_predictor_s_own(examples):
+    models, _ = shy_models()
+    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task)
+    program = Mem0Memory()
+    evaluation = evaluator.evaluate(program, case_refs(examples))
+    every = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, max_total_chars=None)
+    assert len(every) >= 3
+    budget = demo_size(every[0]) + demo_size(every[1]) - 1  # the first fits, the second would not
+    kept = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, max_total_chars=budget)
+    assert kept[0] == every[0] and every[1] not in kept and sum(map(demo_size, kept)) <= budget
+    assert [d for d in every if d in kept] == kept  # the same order, passing over the ones that do not fit
+    assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_total_chars=10) == []  # none fits
+
+    dict(program.named_predictors())[ANSWER].demos = [every[0]]  # the predictor's own demo counts toward it
+    budget = demo_size(every[0]) + demo_size(every[1])
+    more = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, max_total_chars=budget)
+    assert more[0] == every[1] and every[0] not in more
+    assert demo_size(every[0]) + sum(map(demo_size, more)) <= budget
 
 
 def test_the_loop_gives_only_the_blamed_predictor_demos_when_they_win(examples, tmp_path):

@@ -67,6 +67,8 @@ def test_strict_improvement_accepts_only_a_valset_gain():
         LoopSettings(min_val_questions=0)
     with pytest.raises(ConfigError, match="demo_pool"):
         LoopSettings(demo_pool=-1)
+    with pytest.raises(ConfigError, match="demo_budget_chars"):
+        LoopSettings(demo_budget_chars=0)
 
 
 def test_question_split_is_deterministic_and_disjoint():
