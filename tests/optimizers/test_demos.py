@@ -12,6 +12,7 @@ from memtrace_opt.lm import ModelRoles, Models
 from memtrace_opt.lm.roles import ModelSpec
 from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator, LoopSettings, MemTraceOptimizer, case_refs
 from memtrace_opt.optimizers.demos import CLOSE_F1, demo_from_exchange, demo_size, predictor_demos
+from memtrace_opt.optimizers.evaluation import EvalResult
 from memtrace_opt.optimizers.metric import AnswerMetric as Metric
 from memtrace_opt.optimizers.program_io import demos_of, instructions_of, load_optimized, save_program
 from memtrace_opt.programs.mem0 import Mem0Memory
@@ -34,11 +35,16 @@ def shy_models() -> tuple[Models, FakeEngine]:
     return Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine), engine
 
 
-def test_a_demo_is_read_back_from_the_recorded_call_and_formats_to_the_same_message(examples):
+def shy_evaluation(examples) -> tuple[Mem0Memory, EvalResult, CachedEvaluator]:
+    """The unoptimized program over `examples` with the shy model: the calls demos are drawn from."""
     models, _ = shy_models()
     evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task)
     program = Mem0Memory()
-    evaluation = evaluator.evaluate(program, case_refs(examples))
+    return program, evaluator.evaluate(program, case_refs(examples)), evaluator
+
+
+def test_a_demo_is_read_back_from_the_recorded_call_and_formats_to_the_same_message(examples):
+    program, evaluation, evaluator = shy_evaluation(examples)
     demos = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=2)
     assert len(demos) == 2
     signature = dict(program.named_predictors())[ANSWER].signature
@@ -60,10 +66,7 @@ def test_a_demo_is_read_back_from_the_recorded_call_and_formats_to_the_same_mess
 
 
 def test_demos_stay_within_a_character_budget_counted_with_the_predictor_s_own(examples):
-    models, _ = shy_models()
-    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task)
-    program = Mem0Memory()
-    evaluation = evaluator.evaluate(program, case_refs(examples))
+    program, evaluation, evaluator = shy_evaluation(examples)
     every = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, max_total_chars=None)
     assert len(every) >= 3
     budget = demo_size(every[0]) + demo_size(every[1]) - 1  # the first fits, the second would not
@@ -224,10 +227,7 @@ def test_demos_like_the_blamed_calls_come_first_and_a_shared_field_is_not_compar
 
 
 def test_predictor_demos_puts_the_call_most_like_a_blamed_one_first(examples):
-    models, _ = shy_models()
-    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task)
-    program = Mem0Memory()
-    evaluation = evaluator.evaluate(program, case_refs(examples))
+    program, evaluation, evaluator = shy_evaluation(examples)
     everyone = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, embedder=None)
     assert len(everyone) >= 2
     f1 = {c.question.question: c.score.scores["f1"] for c in evaluation.passed()}
