@@ -25,6 +25,7 @@ Only the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the p
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -135,15 +136,12 @@ def predictor_demos(
         close.append(f1 is None or f1 >= CLOSE_F1)
     order = closest_first(list(signature.input_fields), pool, like, embedder=embedder) if like else range(len(pool))
     tiered = [i for i in order if close[i]] + [i for i in order if not close[i]]
-    room = None if max_total_chars is None else max_total_chars - sum(demo_size(d) for d in existing)
+    room = math.inf if max_total_chars is None else max_total_chars - sum(map(demo_size, existing))
     chosen: list[dict[str, str]] = []
-    for i in tiered:
-        if len(chosen) == max_demos:
-            break
-        if room is not None and demo_size(pool[i]) > room:
-            continue
-        chosen.append(pool[i])
-        room = None if room is None else room - demo_size(pool[i])
+    for demo in (pool[i] for i in tiered):
+        if len(chosen) < max_demos and demo_size(demo) <= room:
+            chosen.append(demo)
+            room -= demo_size(demo)
     return chosen
 
 

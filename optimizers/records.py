@@ -76,7 +76,7 @@ class RoundRecord:
     val_accuracy: float
     lm_calls: int
     seconds: float = 0.0
-    calls_total: int | None = None  # the optimization's LM calls when the round ended (baseline included)
+    lm_calls_total: int | None = None  # the optimization's LM calls when the round ended (baseline included)
 
     @property
     def accepted_instruction(self) -> str | None:
@@ -98,7 +98,7 @@ class RoundRecord:
             "accepted": self.accepted,
             "val_accuracy": self.val_accuracy,
             "lm_calls": self.lm_calls,
-            "lm_calls_total": self.calls_total,
+            "lm_calls_total": self.lm_calls_total,
             "seconds": round(self.seconds, 2),
         }
 
@@ -115,7 +115,7 @@ class RoundRecord:
             val_accuracy=float(data.get("val_accuracy", 0.0)),
             lm_calls=int(data.get("lm_calls", 0)),
             seconds=float(data.get("seconds", 0.0)),
-            calls_total=int(data["lm_calls_total"]) if data.get("lm_calls_total") is not None else None,
+            lm_calls_total=int(data["lm_calls_total"]) if data.get("lm_calls_total") is not None else None,
         )
 
 
@@ -148,7 +148,7 @@ class OptimizationResult:
         accepted = [i for i, r in enumerate(self.rounds) if r.accepted]
         if not accepted:
             return 0
-        total = self.rounds[accepted[-1]].calls_total
+        total = self.rounds[accepted[-1]].lm_calls_total
         if total is not None:
             return total
         # a round recorded before rounds kept the running total: a round cut short after it counts too

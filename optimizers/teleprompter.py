@@ -281,7 +281,7 @@ class MemTraceOptimizer(Teleprompter):
                     stop_reason = "time" if budget.out_of_time() else "budget"
                     interrupted = interrupted_round(ledger, number, program, f"cut short: {budget.why_spent()}")
                     break
-                record = replace(record, calls_total=prior_calls + budget.spent())
+                record = replace(record, lm_calls_total=prior_calls + budget.spent())
                 if record.accepted:
                     changed = changed_prompts(before, program)
                     assert changed == [record.chosen_predictor], f"an accepted step changed {changed}"

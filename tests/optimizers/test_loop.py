@@ -161,12 +161,12 @@ def test_calls_to_best_stop_at_the_accepting_round_when_a_later_round_is_cut_sho
     whole = optimizer(models, max_rounds=1)
     whole.compile(planted, trainset=examples, valset=examples)
     first = whole.result.rounds[0]
-    assert first.accepted and first.calls_total == whole.result.lm_calls == whole.result.calls_to_best
+    assert first.accepted and first.lm_calls_total == whole.result.lm_calls == whole.result.calls_to_best
 
-    cut = optimizer(models, max_rounds=6, max_lm_calls=first.calls_total + 3)  # a later round starts, then is cut
+    cut = optimizer(models, max_rounds=6, max_lm_calls=first.lm_calls_total + 3)  # a later round starts, then is cut
     cut.compile(planted, trainset=examples, valset=examples)
     result = cut.result
     assert result.stop_reason == "budget" and result.rounds[0].accepted
     assert result.manifest_part()["optimizer"]["interrupted"]["round"] == len(result.rounds) + 1
-    assert result.lm_calls == first.calls_total + 3
-    assert result.calls_to_best == first.calls_total  # the calls of the cut round came after the best
+    assert result.lm_calls == first.lm_calls_total + 3
+    assert result.calls_to_best == first.lm_calls_total  # the calls of the cut round came after the best
