@@ -18,13 +18,10 @@ import logging
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+from memtrace_opt.benchmarks.split_args import add_split_arguments, load_splits
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memtrace_opt.cli.common import data_slice
-    from memtrace_opt.data import load_data
     from memtrace_opt.lm.models import Models
     from memtrace_opt.lm.roles import ModelRoles, ModelSpec
     from memtrace_opt.optimizers.compare import AnswerShape
@@ -33,30 +30,19 @@ def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.optimizers.metric import AnswerMetric
     from memtrace_opt.optimizers.paired import paired_delta
     from memtrace_opt.optimizers.program_io import load_optimized
-    from memtrace_opt.optimizers.splits import make_splits
     from memtrace_opt.programs import make_program
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("compare_dir", type=Path, help="a comparison's output: its programs/<optimizer>.json are read")
     parser.add_argument("--system", required=True)
-    parser.add_argument("--data", default=str(DATA), help="a LoCoMo-format file (default: ../shared/data)")
-    parser.add_argument("--train", default="conv-26")
-    parser.add_argument("--val", default="conv-30")
-    parser.add_argument("--test", default="conv-41,conv-42")
-    parser.add_argument("--sessions", default="1-3", help="sessions kept of every conversation")
-    parser.add_argument("--categories", default="single-hop,multi-hop,temporal,open-domain")
-    parser.add_argument("--per-split", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lm", default="embedded")
+    add_split_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
 
     programs = sorted((args.compare_dir / "programs").glob("*.json"))
     if not programs:
         parser.error(f"{args.compare_dir / 'programs'}: no saved programs")
-    dataset = load_data(args.data, data_slice(args.sessions, [c for c in args.categories.split(",") if c]))
-    splits = make_splits(dataset, train=args.train, val=args.val, test=args.test, per_split=args.per_split,
-                         seed=args.seed)
+    splits = load_splits(args)
     cases = case_refs(make_examples(splits.test))
     models = Models.from_roles(ModelRoles(task=ModelSpec(args.lm)))
     evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task, meta={"system": args.system})

@@ -1,0 +1,35 @@
+"""The data and split arguments the scripts that score programs on LoCoMo splits share, and the splits they give."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+
+
+def add_split_arguments(parser: argparse.ArgumentParser, *, test: bool = True) -> None:
+    """--data, --train, --val (and --test), --sessions, --categories, --per-split, --seed, --lm."""
+    parser.add_argument("--data", default=str(DATA), help="a LoCoMo-format file (default: ../shared/data)")
+    parser.add_argument("--train", default="conv-26")
+    parser.add_argument("--val", default="conv-30")
+    if test:
+        parser.add_argument("--test", default="conv-41,conv-42")
+    parser.add_argument("--sessions", default="1-3", help="sessions kept of every conversation")
+    parser.add_argument("--categories", default="single-hop,multi-hop,temporal,open-domain")
+    parser.add_argument("--per-split", type=int, default=20, help="questions per split (seeded sample)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lm", default="embedded")
+
+
+def load_splits(args: argparse.Namespace) -> Any:
+    """The `Splits` the arguments name."""
+    from memtrace_opt.cli.common import data_slice
+    from memtrace_opt.data import load_data
+    from memtrace_opt.optimizers.splits import make_splits
+
+    dataset = load_data(args.data, data_slice(args.sessions, [c for c in args.categories.split(",") if c]))
+    return make_splits(dataset, train=args.train, val=args.val, test=getattr(args, "test", None),
+                       per_split=args.per_split, seed=args.seed)
