@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     seed_results = {}
     for label, text in variants(instructions[predictor]):
-        candidate = program if label == "as it is" else with_instruction(program, predictor, text)
+        candidate = with_instruction(program, predictor, text)
         cells = []
         for split, refs in cases.items():
             result = evaluator.evaluate(candidate, refs)

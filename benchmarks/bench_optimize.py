@@ -19,8 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+from memtrace_opt.benchmarks.split_args import add_split_arguments
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,19 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.optimizers.teleprompter import LoopSettings
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(DATA), help="a LoCoMo-format file (default: ../shared/data)")
     parser.add_argument("--systems", default="mem0,rag")
-    parser.add_argument("--train", default="conv-26")
-    parser.add_argument("--val", default="conv-30")
-    parser.add_argument("--test", default="conv-41,conv-42")
-    parser.add_argument("--sessions", default="1-3", help="sessions kept of every conversation")
-    parser.add_argument("--categories", default="single-hop,multi-hop,temporal,open-domain")
-    parser.add_argument("--per-split", type=int, default=20, help="questions per split (seeded sample)")
+    add_split_arguments(parser)
     parser.add_argument("--budget", type=int, default=150)
     parser.add_argument("--time-budget", type=float, default=None, help="and at most this many seconds per optimizer")
     parser.add_argument("--optimizers", default="memtrace,gepa,mipro,copro,simba,bootstrap,blame_response,gepa_attributed")
     parser.add_argument("--attribution", default="lineage")
-    parser.add_argument("--lm", default="embedded")
     parser.add_argument("--rounds", type=int, default=30,
                         help="rounds of our loop at most (the plateau or the budget ends it first, as for the others)")
     parser.add_argument("--candidates", type=int, default=2)
@@ -62,7 +54,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="our loop validates a candidate that ties the minibatch (acceptance still needs a gain)")
     parser.add_argument("--no-local-check", action="store_true",
                         help="our loop without the local check of candidates on the blamed calls (ablation)")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench-optimize"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memtrace_opt.optimizers.splits import Splits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -24,7 +27,7 @@ def add_split_arguments(parser: argparse.ArgumentParser, *, test: bool = True) -
     parser.add_argument("--lm", default="embedded")
 
 
-def load_splits(args: argparse.Namespace) -> Any:
+def load_splits(args: argparse.Namespace) -> Splits:
     """The `Splits` the arguments name."""
     from memtrace_opt.cli.common import data_slice
     from memtrace_opt.data import load_data
