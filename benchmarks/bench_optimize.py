@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="our loop draws demos from the first N training questions too, traced once (0: minibatch only)")
     parser.add_argument("--demo-budget", type=int, default=20000,
                         help="our loop keeps all of the blamed predictor's demos within N characters together")
+    parser.add_argument("--full-demos", action="store_true",
+                        help="our loop's answer demos keep their whole context (default: the lines around the answer)")
     parser.add_argument("--min-val-gain", type=float, default=0.0,
                         help="our loop accepts a candidate only above the current validation accuracy by more than this")
     parser.add_argument("--min-val-questions", type=int, default=2,
@@ -76,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             loop=LoopSettings(max_rounds=args.rounds, num_candidates=args.candidates, minibatch_size=args.minibatch,
                               patience=args.patience, seed=args.seed, local_check=not args.no_local_check,
                               max_demos=args.demos, demo_pool=args.demo_pool, demo_budget_chars=args.demo_budget,
+                              compact_demos=not args.full_demos,
                               validate_ties=args.validate_ties,
                               min_val_gain=args.min_val_gain, min_val_questions=args.min_val_questions),
             seed=args.seed,

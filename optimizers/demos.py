@@ -16,7 +16,9 @@ the predictor gets wrong.
 The calls come from the round's minibatch and from a pool of training cases traced once for the purpose
 (`LoopSettings.demo_pool`): a minibatch of eight often has no correct case at all (round 1 of a long_context run
 scored 0.000 and so had no demos candidate), while a training conversation's other questions do.
-Only the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the program is untouched.
+Only the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the program is untouched. A demo of
+the step that writes the answers can be shown compact: its long context cut to the lines around its answer
+(`demo_context.py`).
 
     demos = predictor_demos(program, "answer.predict", evaluation, memo, max_demos=2)
     with_instruction(program, "answer.predict", text, demos)
@@ -34,7 +36,8 @@ import dspy
 
 from memtrace_opt.memory.index import rank_texts, rrf_fuse_indices
 from memtrace_opt.metrics import CORRECT_F1
-from memtrace_opt.optimizers.evaluation import EvalResult
+from memtrace_opt.optimizers.demo_context import COMPACT_CHARS, case_anchors, compact_context
+from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
 from memtrace_opt.optimizers.evidence import without_adapter_tail
 from memtrace_opt.optimizers.local_check import correct_calls
 from memtrace_opt.optimizers.memo import ReplayMemo
@@ -106,18 +109,22 @@ def predictor_demos(
     exclude: Sequence[dict[str, str]] = (),
     like: Sequence[str] = (),
     embedder: str | None = "minilm",
+    compact: bool = False,
 ) -> list[dict[str, str]]:
     """Up to `max_demos` demos for `predictor` from its calls in the correct cases of `evaluation` (one, or several:
     the round's minibatch and the training cases traced for demos) whose answer F1 is above `CORRECT_F1` (distinct calls, none longer than `max_chars`, none already among `exclude` or the
     predictor's demos). Those of answers with F1 >= `CLOSE_F1` come first; within each tier, with `like` (the
     prompts of the blamed calls), the calls most like the blamed ones come first (`closest_first`). A demo that
     would take the predictor's demos, old and new, past `max_total_chars` (None: no limit) is passed over for
-    the next that fits."""
+    the next that fits. With `compact` (for the predictor that writes the answers), an input field longer than
+    `COMPACT_CHARS` is cut to the lines around the answer (`demo_context.compact_context`); the sizes counted are
+    the demos' as shown."""
     if max_demos < 1:
         return []
     signature = dict(program.named_predictors())[predictor].signature
     existing = [dict(d) for d in dict(program.named_predictors())[predictor].demos]
-    pool: list[dict[str, str]] = []
+    pool: list[dict[str, str]] = []  # the demos as recorded: their likeness to the blamed calls is read on these
+    shown: list[dict[str, str]] = []  # and as they are given to the predictor (compacted, with `compact`)
     close: list[bool] = []  # per pool entry: its answer's F1 reaches CLOSE_F1 (a case without F1 counts as close)
     seen: set[str] = set()
     evaluations = [evaluation] if isinstance(evaluation, EvalResult) else list(evaluation)
@@ -126,23 +133,36 @@ def predictor_demos(
         f1 = case.score.scores.get("f1")
         if f1 is not None and f1 <= CORRECT_F1:
             continue
-        if exchange.prompt in seen or len(exchange.prompt) + len(exchange.response) > max_chars:
+        if exchange.prompt in seen:
             continue
         seen.add(exchange.prompt)
         demo = demo_from_exchange(signature, exchange.prompt, exchange.response)
-        if demo is None or demo in existing or demo in exclude:
+        if demo is None:
+            continue
+        given = _compacted(demo, list(signature.input_fields), case, embedder) if compact else demo
+        if demo_size(given) > max_chars or given in existing or given in exclude:
             continue
         pool.append(demo)
+        shown.append(given)
         close.append(f1 is None or f1 >= CLOSE_F1)
     order = closest_first(list(signature.input_fields), pool, like, embedder=embedder) if like else range(len(pool))
     tiered = [i for i in order if close[i]] + [i for i in order if not close[i]]
     room = math.inf if max_total_chars is None else max_total_chars - sum(map(demo_size, existing))
     chosen: list[dict[str, str]] = []
-    for demo in (pool[i] for i in tiered):
+    for demo in (shown[i] for i in tiered):
         if len(chosen) < max_demos and demo_size(demo) <= room:
             chosen.append(demo)
             room -= demo_size(demo)
     return chosen
+
+
+def _compacted(demo: dict[str, str], inputs: Sequence[str], case: CaseResult, embedder: str | None) -> dict[str, str]:
+    """`demo` with each input field longer than `COMPACT_CHARS` cut to the lines around its answer: the case's
+    evidence turns, else the lines most like its question and answer."""
+    query = f"{case.question.question} {case.prediction}"
+    anchors = case_anchors(case)
+    return {name: compact_context(value, anchors, query, embedder=embedder)
+            if name in inputs and len(value) > COMPACT_CHARS else value for name, value in demo.items()}
 
 
 def demo_size(demo: Mapping[str, Any]) -> int:

@@ -23,6 +23,7 @@ import dspy
 from memtrace_opt.optimizers.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.blame import attribute_failures
 from memtrace_opt.optimizers.budget import LMBudget
+from memtrace_opt.optimizers.demo_context import writes_answers
 from memtrace_opt.optimizers.demos import DEMO_CHARS, DEMO_TOTAL_CHARS, predictor_demos
 from memtrace_opt.optimizers.evaluation import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evidence import build_evidence, describe
@@ -66,6 +67,7 @@ class RoundContext:
     max_demos: int = 0
     demo_chars: int = DEMO_CHARS
     demo_budget_chars: int | None = DEMO_TOTAL_CHARS
+    compact_demos: bool = True
     demo_pool: Sequence[CaseRef] = ()
     pool_results: list[EvalResult] = field(default_factory=list)  # the pool traced, once, by the first round needing it
 
@@ -117,7 +119,8 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
             sources = [evaluation, *_demo_pool(ctx, program)]
             new_demos = predictor_demos(program, chosen, sources, ctx.evaluator.memo, max_demos=ctx.max_demos,
                                         max_chars=ctx.demo_chars, max_total_chars=ctx.demo_budget_chars,
-                                        like=[case.shown for case in evidence.failures])
+                                        like=[case.shown for case in evidence.failures],
+                                        compact=ctx.compact_demos and writes_answers(chosen, sources))
             demos = [*demos_of(program)[chosen], *new_demos] if new_demos else []
     plan = {
         "round": number,

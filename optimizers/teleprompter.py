@@ -75,7 +75,9 @@ class LoopSettings:
     minibatch replay (`local_check.py`); `max_demos` > 0 adds one candidate per round, the current instruction
     with up to that many worked examples from the predictor's own correct calls (`demos.py`), none longer than
     `demo_chars` characters and all of the predictor's demos within `demo_budget_chars` together, drawn from the round's minibatch and from the first `demo_pool` training cases (in
-    the seeded order), traced once when a round first builds demos (0: the minibatch only); `validate_ties` sends a candidate that ties the current minibatch score to the
+    the seeded order), traced once when a round first builds demos (0: the minibatch only); with `compact_demos`,
+    a demo of the step that writes the answers shows only the lines of its long context around the answer
+    (`demo_context.py`); `validate_ties` sends a candidate that ties the current minibatch score to the
     valset too (acceptance still needs a valset gain); `min_val_gain` is the valset gain (accuracy, 0-1) a
     candidate must exceed to be accepted: 0, any gain; `min_val_questions` is the net number of validation
     questions it must gain (answered right that were wrong, less the reverse), 2 by default: in our runs six
@@ -98,6 +100,7 @@ class LoopSettings:
     min_val_questions: int = 2
     demo_pool: int = 24
     demo_budget_chars: int | None = DEMO_TOTAL_CHARS
+    compact_demos: bool = True
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
@@ -232,7 +235,7 @@ class MemTraceOptimizer(Teleprompter):
             evidence_cases=self.settings.evidence_cases, system=system,
             predictors=[name for name, _ in memory.named_predictors()], local_check=self.settings.local_check,
             max_demos=self.settings.max_demos, demo_chars=self.settings.demo_chars,
-            demo_budget_chars=self.settings.demo_budget_chars,
+            demo_budget_chars=self.settings.demo_budget_chars, compact_demos=self.settings.compact_demos,
         )
         order = list(train)
         random.Random(self.settings.seed).shuffle(order)

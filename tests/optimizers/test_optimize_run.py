@@ -137,12 +137,12 @@ def test_cli_compare_prints_each_row_question_by_question(tmp_path, monkeypatch,
     write_locomo(data, ("toy-a", "toy-b", "toy-c"))
     main(["compare", "--system", "mem0", "--lm", "fake", "--data", str(data), "--train", "toy-a", "--val", "toy-b",
           "--test", "toy-c", "--optimizers", "bootstrap", "--budget", "10", "--patience", "3", "--min-val-gain", "0.05",
-          "--min-val-questions", "3", "--demo-pool", "5", "--demo-budget", "9000", "--no-validate-ties", "--out", "cmp"])
+          "--min-val-questions", "3", "--demo-pool", "5", "--demo-budget", "9000", "--full-demos", "--no-validate-ties", "--out", "cmp"])
     printed = capsys.readouterr().out
     written = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert written["loop"]["patience"] == 3 and written["loop"]["min_val_gain"] == 0.05  # the loop's flags reached it
     assert written["loop"]["min_val_questions"] == 3 and written["loop"]["demo_pool"] == 5
-    assert written["loop"]["demo_budget_chars"] == 9000
+    assert written["loop"]["demo_budget_chars"] == 9000 and written["loop"]["compact_demos"] is False
     assert written["loop"]["validate_ties"] is False and written["loop"]["max_rounds"] == 6  # and the rest default
     row = written["rows"][0]
     fixed, broken = len(row["paired"]["fixed"]), len(row["paired"]["broken"])
