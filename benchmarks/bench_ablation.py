@@ -16,6 +16,7 @@ import logging
 import re
 import sys
 from itertools import pairwise
+from typing import Any
 
 from memtrace_opt.benchmarks.split_args import add_split_arguments, load_splits
 
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| instruction | train accuracy | train fixed / broken | val accuracy | val fixed / broken | val mean F1 "
           "| val words |")
     print("|---|---|---|---|---|---|---|")
-    seed_results = {}
+    seed_results: dict[str, Any] = {}
     for label, text in variants(instructions[predictor]):
         candidate = with_instruction(program, predictor, text)
         cells = []

@@ -119,7 +119,7 @@ def _slow(skill: Skill, seconds: float) -> Skill:
     return Skill(skill.outputs, fn)
 
 
-def bench_overhead(repeats: int, sessions: int, latency_ms: float = 0.0) -> dict[str, float]:
+def bench_overhead(repeats: int, sessions: int, latency_ms: float = 0.0) -> dict[str, Any]:
     """CPU and wall seconds of the same run untraced, with a no-op DSPy callback, and traced (events to a file),
     alternated `repeats` times; the best of each (the least disturbed by other load on the machine)."""
     conversation = synthetic_conversation(sessions)
@@ -200,8 +200,7 @@ def synthetic_events(target: int) -> list:
         window += 1
         turns = [{"$turn": f"turn:D{window}:{i}", "dia_id": f"D{window}:{i}", "speaker": "A", "text": f"t{window}.{i}",
                   "session_index": window, "timestamp": None} for i in (1, 2)]
-        for t in turns:
-            events.append(TurnEvent(t["dia_id"], "A", t["text"], window))
+        events += [TurnEvent(f"D{window}:{i}", "A", f"t{window}.{i}", window) for i in (1, 2)]
         facts = [f"fact {window}.{i} about things" for i in (1, 2)]
         e = op("mem0.extract_facts", {"messages": turns}, {"facts": facts, "error": None})
         events += [LMCallEvent(f"l{e.seq}", e.call_id, "fake", msgs, "[[ ## facts ## ]]", 50, 10, 0.01), e]
@@ -271,7 +270,7 @@ def bench_build(target: int, repeats: int) -> dict[str, float]:
             "write_events_per_s": len(events) / write_s, "read_events_per_s": len(events) / read_s}
 
 
-def bench_replay(sessions: int) -> dict[str, int]:
+def bench_replay(sessions: int) -> dict[str, Any]:
     conversation = synthetic_conversation(sessions)
     program = Mem0Memory(Mem0Config(embedder="hash"))
     lm = fake_lm(SKILLS)

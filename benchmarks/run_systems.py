@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
     roles = ModelRoles(task=ModelSpec(model=args.lm, extra={"cache": False} if args.no_cache else {}))
     samples = tuple(s for s in args.samples.split(",") if s) if args.samples else None
-    data_slice = DataSlice(sample_ids=samples, sessions=tuple(parse_sessions(args.sessions)) if args.sessions else None,
+    data_slice = DataSlice(sample_ids=samples, sessions=parse_sessions(args.sessions) if args.sessions else None,
                            limit=args.limit)
     rows = []
     for system in args.systems.split(","):
