@@ -94,6 +94,7 @@ class CompareRow:
     demos: dict[str, int] = field(default_factory=dict)  # predictor -> demos it ends with, where they changed
     paired: PairedDelta | None = None  # question by question against the baseline on the held-out split
     answers: AnswerShape | None = None  # the held-out answers' mean F1 and length, before and after
+    stopped_by: str | None = None  # with stopped_by_budget: "calls" (the LM-call budget) or "time" (the clock)
 
     def changed_label(self) -> str:
         """The table's `changed` cell: each changed predictor, with its demo count where its demos changed."""
@@ -149,7 +150,7 @@ class CompareSummary:
         for row in self.rows:
             after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
             delta = "" if row.delta is None else f"{row.delta * 100:+.1f} pts"
-            stop = "budget" if row.stopped_by_budget else ("error" if row.error else "own")
+            stop = (row.stopped_by or "budget") if row.stopped_by_budget else ("error" if row.error else "own")
             to_best = "-" if row.calls_to_best is None else str(row.calls_to_best)
             moved, interval = row.paired.cells() if row.paired else ("-", "-")
             f1, words = row.answers.cells() if row.answers else ("-", "-")
@@ -162,7 +163,8 @@ class CompareSummary:
                      "the fixed and broken questions; mean F1 and words: the held-out answers' token F1 and length, before "
                      "→ after (the token rule counts a long answer holding the gold words as right; F1 does not); "
                      "LM calls are task + reflection (+ attributor) calls; "
-                     "'to best': LM calls spent when the returned program was first reached.")
+                     "'to best': LM calls spent when the returned program was first reached; stop: the LM-call "
+                     "budget (calls), the time budget (time) or the optimizer's own stop (own).")
         return "\n".join(lines).lstrip() + "\n"
 
 
@@ -262,6 +264,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
             log.exception("%s failed", name)
             calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
+        stopped_by = ("calls" if calls >= request.budget else "time") if stopped else None
         accuracy, paired, answers = None, None, None
         if error is None:
             after = tester.evaluate(program, test_cases)
@@ -271,7 +274,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
             save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})
         row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
                          changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
-                         paired, answers)
+                         paired, answers, stopped_by)
         rows.append(row)
         _write_tables(out, request, splits, metric, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
         if on_row is not None:

@@ -128,7 +128,22 @@ def test_compare_time_budget_stops_each_optimizer_on_the_clock(tmp_path, fake_mo
     bootstrap, ours = compare_optimizers(request, models=models).rows
     assert bootstrap.stopped_by_budget and bootstrap.lm_calls == 0 and bootstrap.error is None
     assert ours.stopped_by_budget and not ours.details["rounds"]  # the baseline ran; no round had time left
-    assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["time_budget"] == 0.0
+    assert bootstrap.stopped_by == ours.stopped_by == "time"  # the clock, not the 1000 calls
+    table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert table["time_budget"] == 0.0 and [row["stopped_by"] for row in table["rows"]] == ["time", "time"]
+    rows = [line for line in (tmp_path / "cmp" / "compare.md").read_text().splitlines() if line.startswith("| b")]
+    assert rows[0].split(" | ")[-2] == "time"
+
+
+def test_compare_tells_a_stop_on_the_call_budget_from_one_on_the_clock(tmp_path, fake_models):
+    models, _ = fake_models
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
+                             test="toy-c", optimizers=("memtrace",), budget=3, attribution="lineage",
+                             loop=LoopSettings(num_candidates=2, minibatch_size=5))
+    (ours,) = compare_optimizers(request, models=models).rows
+    assert ours.stopped_by_budget and ours.stopped_by == "calls" and ours.lm_calls >= 3
 
 
 def test_cli_compare_prints_each_row_question_by_question(tmp_path, monkeypatch, capsys):
