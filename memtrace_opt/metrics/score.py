@@ -7,7 +7,8 @@
 - everything else: token F1.
 `correct_by_rule` is the judge-free verdict: the abstention check for abstention questions; otherwise
 F1 > 0.5, or every gold token appears in the prediction (verbose but right answers), and never when
-the prediction abstains.
+the prediction abstains. The rule reads a numeral and its number word as the same token ("3 years" is
+"three years", "2" is "two"; 0 to 20 and the tens), where F1, as upstream computes it, does not.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from memtrace_opt.data import Question
 from memtrace_opt.metrics.text import bleu1, multi_answer_f1, token_scores
 
 CORRECT_F1 = 0.5
+
+_NUMBER_WORDS = dict(enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split()))
+_NUMBER_WORDS.update({10 * n: w for n, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)})
+_NUMERAL = re.compile(r"(?<![.,:/-])\b\d+\b(?![.,:/-]\d)")
 
 _ABSTAIN = re.compile(
     r"not mentioned|never mentioned|(?:is|was)n'?t mentioned|no mention|not in the conversation"
@@ -57,6 +64,20 @@ class AnswerScore:
         return cls(**{k: data[k] for k in ("f1", "bleu1", "recall", "abstained", "correct_by_rule", "rule")})
 
 
+def spell_numbers(text: str) -> str:
+    """Numerals that have a common number word, spelled out: "3 years" -> "three years" (not "2019", "3.5", "9:30")."""
+    return _NUMERAL.sub(lambda m: _NUMBER_WORDS.get(int(m.group()), m.group()), text)
+
+
+def _lexical(text: str, gold: str, multi_hop: bool) -> tuple[float, float]:
+    """(F1, recall) of `text` against `gold`: multi-hop's per-part scores, else token F1."""
+    if multi_hop:
+        parts = [g.strip() for g in gold.split(",")]
+        return multi_answer_f1(text, gold), min(token_scores(text, part).recall for part in parts)
+    scores = token_scores(text, gold)
+    return scores.f1, scores.recall
+
+
 def score_answer(question: Question, prediction: str | None) -> AnswerScore:
     """Score `prediction` against `question`'s gold answer according to its category."""
     text = "" if prediction is None else str(prediction)
@@ -67,13 +88,12 @@ def score_answer(question: Question, prediction: str | None) -> AnswerScore:
     gold = question.answer
     if question.category == "open-domain":
         gold = gold.split(";")[0].strip()
-    if question.category == "multi-hop":
-        parts = [g.strip() for g in gold.split(",")]
-        f1 = multi_answer_f1(text, gold)
-        recall = min(token_scores(text, part).recall for part in parts)
-        rule = "multi-f1"
-    else:
-        scores = token_scores(text, gold)
-        f1, recall, rule = scores.f1, scores.recall, "f1"
+    multi_hop = question.category == "multi-hop"
+    f1, recall = _lexical(text, gold, multi_hop)
+    rule = "multi-f1" if multi_hop else "f1"
     correct = not abstained and (f1 > CORRECT_F1 or recall == 1.0)
+    spelled, spelled_gold = spell_numbers(text), spell_numbers(gold)
+    if not correct and not abstained and (spelled, spelled_gold) != (text, gold):
+        spelled_f1, spelled_recall = _lexical(spelled, spelled_gold, multi_hop)
+        correct = spelled_f1 > CORRECT_F1 or spelled_recall == 1.0
     return AnswerScore(f1, bleu1(text, gold), recall, abstained, correct, rule)
