@@ -18,7 +18,13 @@ import sys
 from itertools import pairwise
 from typing import Any
 
-from memtrace_opt.benchmarks.split_args import add_split_arguments, load_splits
+from memtrace_opt.benchmarks.split_args import (
+    add_split_arguments,
+    answer_predictor,
+    load_splits,
+    split_cases,
+    task_evaluator,
+)
 
 # a sentence ends at . ! or ? before a space, or at a line break before a capital letter ("reply: None\nOtherwise")
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n(?=[A-Z])")
@@ -57,11 +63,6 @@ def _short(sentence: str, limit: int = 60) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memtrace_opt.lm.models import Models
-    from memtrace_opt.lm.roles import ModelRoles, ModelSpec
-    from memtrace_opt.optimizers.evaluation import CachedEvaluator
-    from memtrace_opt.optimizers.examples import case_refs, make_examples
-    from memtrace_opt.optimizers.metric import AnswerMetric
     from memtrace_opt.optimizers.paired import paired_delta
     from memtrace_opt.optimizers.program_io import instructions_of, with_instruction
     from memtrace_opt.programs import make_program
@@ -76,13 +77,11 @@ def main(argv: list[str] | None = None) -> int:
 
     program = make_program(args.system)
     instructions = instructions_of(program)
-    predictor = args.predictor or next((name for name in instructions if name.startswith("answer")), None)
+    predictor = args.predictor or answer_predictor(program)
     if predictor not in instructions:
         parser.error(f"no predictor {predictor!r}; {args.system} has: {', '.join(sorted(instructions))}")
-    splits = load_splits(args)
-    cases = {"train": case_refs(make_examples(splits.train)), "val": case_refs(make_examples(splits.val))}
-    models = Models.from_roles(ModelRoles(task=ModelSpec(args.lm)))
-    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task, meta={"system": args.system})
+    cases = split_cases(load_splits(args))
+    evaluator = task_evaluator(args)
 
     print(f"{args.system}, {predictor}: {len(cases['train'])} training and {len(cases['val'])} validation "
           f"questions; fixed / broken against the instruction as it is\n")

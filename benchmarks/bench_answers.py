@@ -21,16 +21,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memtrace_opt.benchmarks.split_args import add_split_arguments, load_splits
+from memtrace_opt.benchmarks.split_args import add_split_arguments, load_splits, task_evaluator
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memtrace_opt.lm.models import Models
-    from memtrace_opt.lm.roles import ModelRoles, ModelSpec
     from memtrace_opt.optimizers.compare import AnswerShape
-    from memtrace_opt.optimizers.evaluation import CachedEvaluator
     from memtrace_opt.optimizers.examples import case_refs, make_examples
-    from memtrace_opt.optimizers.metric import AnswerMetric
     from memtrace_opt.optimizers.paired import paired_delta
     from memtrace_opt.optimizers.program_io import load_optimized
     from memtrace_opt.programs import make_program
@@ -49,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.compare_dir / 'programs'}: no saved programs")
     splits = load_splits(args)
     cases = case_refs(make_examples(splits.test))
-    models = Models.from_roles(ModelRoles(task=ModelSpec(args.lm)))
-    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task, meta={"system": args.system})
+    evaluator = task_evaluator(args)
     before = evaluator.evaluate(make_program(args.system), cases)
     print(f"{len(cases)} held-out questions; unoptimized: accuracy {before.accuracy:.3f}, mean F1 "
           f"{before.mean_f1:.3f}, {before.mean_words:.1f} words per answer\n")

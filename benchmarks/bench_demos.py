@@ -18,7 +18,13 @@ import logging
 import sys
 from typing import Any
 
-from memtrace_opt.benchmarks.split_args import add_split_arguments, load_splits
+from memtrace_opt.benchmarks.split_args import (
+    add_split_arguments,
+    answer_predictor,
+    load_splits,
+    split_cases,
+    task_evaluator,
+)
 
 
 def answer_calls(evaluation: Any, memo: Any, predictor: str) -> list[tuple[Any, str, str]]:
@@ -45,8 +51,7 @@ def answer_calls(evaluation: Any, memo: Any, predictor: str) -> list[tuple[Any, 
 def demo_sets(signature: Any, calls: list[tuple[Any, str, str]], embedder: str | None) -> dict[str, list[dict[str, str]]]:
     """Label -> demo list, for each kind and size measured."""
     from memtrace_opt.metrics import CORRECT_F1
-    from memtrace_opt.optimizers.demo_context import COMPACT_CHARS, case_anchors, compact_context
-    from memtrace_opt.optimizers.demos import demo_from_exchange
+    from memtrace_opt.optimizers.demos import compacted, demo_from_exchange
 
     right, wrong = [], []
     for case, prompt, reply in calls:
@@ -61,13 +66,10 @@ def demo_sets(signature: Any, calls: list[tuple[Any, str, str]], embedder: str |
     right.sort(key=lambda item: -item[0])
 
     def cut(items: list[tuple[float, Any, dict[str, str]]]) -> list[dict[str, str]]:
-        out = []
-        for _, case, demo in items:
-            query = " ".join([case.question.question, *(demo[name] for name in signature.output_fields)])
-            out.append({name: compact_context(value, case_anchors(case), query, embedder=embedder)
-                        if name in signature.input_fields and len(value) > COMPACT_CHARS else value
-                        for name, value in demo.items()})
-        return out
+        inputs = list(signature.input_fields)
+        return [compacted(demo, inputs, case, embedder,
+                          query=" ".join([case.question.question, *(demo[name] for name in signature.output_fields)]))
+                for _, case, demo in items]
 
     return {
         "right x2, whole": [demo for _, _, demo in right[:2]],
@@ -80,12 +82,7 @@ def demo_sets(signature: Any, calls: list[tuple[Any, str, str]], embedder: str |
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memtrace_opt.lm.models import Models
-    from memtrace_opt.lm.roles import ModelRoles, ModelSpec
     from memtrace_opt.optimizers.demos import demo_size
-    from memtrace_opt.optimizers.evaluation import CachedEvaluator
-    from memtrace_opt.optimizers.examples import case_refs, make_examples
-    from memtrace_opt.optimizers.metric import AnswerMetric
     from memtrace_opt.optimizers.paired import paired_delta
     from memtrace_opt.optimizers.program_io import instructions_of, with_instruction
     from memtrace_opt.programs import make_program
@@ -99,16 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
 
     program = make_program(args.system)
-    predictor = next((name for name in instructions_of(program) if name.startswith("answer")), None)
+    predictor = answer_predictor(program)
     if predictor is None:
         parser.error(f"{args.system} has no answer predictor")
     signature = dict(program.named_predictors())[predictor].signature
-    splits = load_splits(args)
-    cases = {"train": case_refs(make_examples(splits.train)), "val": case_refs(make_examples(splits.val))}
-    if splits.test:
-        cases["test"] = case_refs(make_examples(splits.test))
-    models = Models.from_roles(ModelRoles(task=ModelSpec(args.lm)))
-    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task, meta={"system": args.system})
+    cases = split_cases(load_splits(args))
+    evaluator = task_evaluator(args)
 
     seed_results = {split: evaluator.evaluate(program, refs) for split, refs in cases.items()}
     embedder = None if args.embedder.lower() in ("", "none") else args.embedder

@@ -7,6 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import dspy
+
+    from memtrace_opt.optimizers.evaluation import CachedEvaluator
+    from memtrace_opt.optimizers.examples import CaseRef
     from memtrace_opt.optimizers.splits import Splits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -36,3 +40,29 @@ def load_splits(args: argparse.Namespace) -> Splits:
     dataset = load_data(args.data, data_slice(args.sessions, [c for c in args.categories.split(",") if c]))
     return make_splits(dataset, train=args.train, val=args.val, test=getattr(args, "test", None),
                        per_split=args.per_split, seed=args.seed)
+
+
+def split_cases(splits: Splits) -> dict[str, list[CaseRef]]:
+    """The questions of each split, by name: train, val, and test where the splits have one."""
+    from memtrace_opt.optimizers.examples import case_refs, make_examples
+
+    named = {"train": splits.train, "val": splits.val, "test": splits.test}
+    return {name: case_refs(make_examples(part)) for name, part in named.items() if name != "test" or part}
+
+
+def task_evaluator(args: argparse.Namespace) -> CachedEvaluator:
+    """An evaluator scoring `args.system` with the token rule on the task model `args.lm`."""
+    from memtrace_opt.lm.models import Models
+    from memtrace_opt.lm.roles import ModelRoles, ModelSpec
+    from memtrace_opt.optimizers.evaluation import CachedEvaluator
+    from memtrace_opt.optimizers.metric import AnswerMetric
+
+    models = Models.from_roles(ModelRoles(task=ModelSpec(args.lm)))
+    return CachedEvaluator(AnswerMetric(), task_lm=models.task, meta={"system": args.system})
+
+
+def answer_predictor(program: dspy.Module) -> str | None:
+    """The name of the predictor of `program` that writes the answers (the first named answer...)."""
+    from memtrace_opt.optimizers.program_io import instructions_of
+
+    return next((name for name in instructions_of(program) if name.startswith("answer")), None)

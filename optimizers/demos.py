@@ -42,8 +42,8 @@ from memtrace_opt.optimizers.evidence import without_adapter_tail
 from memtrace_opt.optimizers.local_check import correct_calls
 from memtrace_opt.optimizers.memo import ReplayMemo
 
-__all__ = ["predictor_demos", "closest_first", "demo_from_exchange", "well_formed", "DEMO_CHARS", "DEMO_TOTAL_CHARS",
-           "CLOSE_F1", "demo_size"]
+__all__ = ["predictor_demos", "closest_first", "compacted", "demo_from_exchange", "well_formed", "DEMO_CHARS",
+           "DEMO_TOTAL_CHARS", "CLOSE_F1", "demo_size"]
 
 DEMO_CHARS = 8000  # about 2k tokens: a longer call (a whole transcript) would crowd an 8k window as a demo
 # all of a predictor's demos together: about 5k tokens, leaving 3k of an 8k window for the call's own prompt.
@@ -139,7 +139,7 @@ def predictor_demos(
         demo = demo_from_exchange(signature, exchange.prompt, exchange.response)
         if demo is None:
             continue
-        given = _compacted(demo, list(signature.input_fields), case, embedder) if compact else demo
+        given = compacted(demo, list(signature.input_fields), case, embedder) if compact else demo
         if demo_size(given) > max_chars or given in existing or given in exclude:
             continue
         pool.append(demo)
@@ -156,10 +156,11 @@ def predictor_demos(
     return chosen
 
 
-def _compacted(demo: dict[str, str], inputs: Sequence[str], case: CaseResult, embedder: str | None) -> dict[str, str]:
+def compacted(demo: dict[str, str], inputs: Sequence[str], case: CaseResult, embedder: str | None,
+              query: str | None = None) -> dict[str, str]:
     """`demo` with each input field longer than `COMPACT_CHARS` cut to the lines around its answer: the case's
-    evidence turns, else the lines most like its question and answer."""
-    query = f"{case.question.question} {case.prediction}"
+    evidence turns, else the lines most like `query` (default: its question and answer)."""
+    query = f"{case.question.question} {case.prediction}" if query is None else query
     anchors = case_anchors(case)
     return {name: compact_context(value, anchors, query, embedder=embedder)
             if name in inputs and len(value) > COMPACT_CHARS else value for name, value in demo.items()}
