@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="our loop accepts a candidate only if it answers at least N more validation questions right")
     parser.add_argument("--validate-ties", action="store_true",
                         help="our loop validates a candidate that ties the minibatch (acceptance still needs a gain)")
+    parser.add_argument("--no-pattern-rules", action="store_true",
+                        help="our loop without the diagnosed patterns' rules in the proposal slots (ablation)")
     parser.add_argument("--no-local-check", action="store_true",
                         help="our loop without the local check of candidates on the blamed calls (ablation)")
     parser.add_argument("--out", type=Path, default=Path("bench-optimize"))
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             loop=LoopSettings(max_rounds=args.rounds, num_candidates=args.candidates, minibatch_size=args.minibatch,
                               patience=args.patience, seed=args.seed, local_check=not args.no_local_check,
                               max_demos=args.demos, demo_pool=args.demo_pool, demo_budget_chars=args.demo_budget,
-                              compact_demos=not args.full_demos,
+                              compact_demos=not args.full_demos, pattern_rules=not args.no_pattern_rules,
                               validate_ties=args.validate_ties,
                               min_val_gain=args.min_val_gain, min_val_questions=args.min_val_questions),
             seed=args.seed,

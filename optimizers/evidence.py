@@ -1,4 +1,5 @@
-"""The evidence a proposer sees for one predictor: its blamed op calls and calls in correctly answered cases.
+"""The evidence a proposer sees for one predictor: its blamed op calls, calls in correctly answered cases, and
+what the blamed calls have in common (`diagnosis.py`, read from all of them).
 
 For each blamed case the verdict names the op call (`op:{seq}`); what that call was shown and produced is
 the LM exchange the memo recorded for its content key (the rendered input fields and the raw reply), or, for
@@ -16,6 +17,7 @@ import networkx as nx
 from memtrace_opt.attribution import GraphView
 from memtrace_opt.attribution._graph import value_text
 from memtrace_opt.optimizers.blame import Blame, op_seq
+from memtrace_opt.optimizers.diagnosis import diagnose
 from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
 from memtrace_opt.optimizers.memo import ReplayMemo
 from memtrace_opt.optimizers.proposal import OpEvidence, ProposalEvidence
@@ -100,7 +102,7 @@ def build_evidence(
     """The evidence for rewriting `predictor`: up to `max_cases` blamed calls and as many correct ones."""
     cases = evaluation.by_id()
     graphs = graphs or GraphCache(evaluation)
-    failures: list[OpEvidence] = []
+    blamed: list[OpEvidence] = []  # every blamed call: the diagnosis reads them all, the proposer `max_cases`
     op_name = ""
     for verdict in blame.by_predictor.get(predictor, []):
         case, seq = cases.get(verdict.case_id), op_seq(verdict.op_id)
@@ -110,9 +112,8 @@ def build_evidence(
         if event is None:
             continue
         op_name = op_name or event.op
-        failures.append(_evidence(case, event, memo, verdict.reason))
-        if len(failures) >= max_cases:
-            break
+        blamed.append(_evidence(case, event, memo, verdict.reason))
+    failures = blamed[:max_cases]
     successes: list[OpEvidence] = []
     for case in evaluation.passed():
         seq = next(iter(predictor_calls(graphs.get(case.conversation_key), case.case_id, predictor)), None)
@@ -129,6 +130,7 @@ def build_evidence(
         instruction=instructions[predictor],
         failures=tuple(failures),
         successes=tuple(successes),
+        findings=tuple(diagnose([(e.case_id, e.gold, e.prediction, e.shown, e.produced) for e in blamed])),
     )
 
 
@@ -138,4 +140,5 @@ def describe(evidence: ProposalEvidence) -> dict[str, Any]:
         "failures": [e.case_id for e in evidence.failures],
         "successes": [e.case_id for e in evidence.successes],
         "op": evidence.op_name,
+        "findings": [finding.to_dict() for finding in evidence.findings],
     }

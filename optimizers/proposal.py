@@ -21,8 +21,10 @@ from typing import Any, Protocol
 
 import dspy
 
+from memtrace_opt.optimizers.diagnosis import PATTERNS, Finding
+
 __all__ = ["OpEvidence", "ProposalEvidence", "InstructionProposer", "ReflectiveProposer", "ProposeInstruction",
-           "ProposeRule"]
+           "ProposeRule", "pattern_candidates", "proposal_origin"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,14 @@ class ProposalEvidence:
     instruction: str
     failures: Sequence[OpEvidence] = field(default_factory=tuple)
     successes: Sequence[OpEvidence] = field(default_factory=tuple)
+    findings: Sequence[Finding] = field(default_factory=tuple)  # what the blamed calls have in common
+
+    def mistake(self) -> str:
+        """The mistakes the diagnosis found, most cases first, as the reflection LM is told them."""
+        total = len(self.failures)
+        lines = [f"- {finding.pattern.mistake} ({len(finding.cases)} of the blamed cases)"
+                 for finding in self.findings]
+        return "\n".join(lines) if lines else f"(nothing common found in the {total} failed cases: read them)"
 
 
 class InstructionProposer(Protocol):
@@ -79,7 +89,8 @@ class InstructionProposer(Protocol):
 class ProposeInstruction(dspy.Signature):
     """You improve the instruction of one step of an LLM memory pipeline (a system that memorizes long
     conversations and answers questions about them). Failure attribution found this step to be the root
-    cause of the failed cases below: fix what this step does wrong in them. Keep what makes it work on the
+    cause of the failed cases below: fix what this step does wrong in them (the mistake field says what
+    their answers have in common, where it is known). Keep what makes it work on the
     correct cases. The step's input and output fields and their format stay as they are: only the
     instruction text changes, so do not describe new fields. The new instruction must differ from the
     current one where the failures show it falls short. Write the complete new instruction, nothing else:
@@ -89,6 +100,7 @@ class ProposeInstruction(dspy.Signature):
     current_instruction: str = dspy.InputField()
     failed_cases: str = dspy.InputField(desc="cases this step got wrong: its input, its output, why it was blamed")
     correct_cases: str = dspy.InputField(desc="cases this step handled correctly; keep them working")
+    mistake: str = dspy.InputField(desc="the mistake the failed answers show, found by comparing each with its gold")
     approach: str = dspy.InputField(desc="how to go about this rewrite")
     new_instruction: str = dspy.OutputField(desc="the complete new instruction text")
 
@@ -98,13 +110,15 @@ class ProposeRule(dspy.Signature):
     conversations and answers questions about them). Failure attribution found this step to be the root
     cause of the failed cases below. Write one or two short rules, as imperative sentences, that added to the
     current instruction would have prevented these failures without breaking the correct cases. Name the
-    mistake the failures show; do not repeat the current instruction and do not describe new fields. Write
-    only the new rules, nothing else."""
+    mistake the failures show (the mistake field says what their answers have in common, where it is known);
+    do not repeat the current instruction and do not describe new fields. Write only the new rules, nothing
+    else."""
 
     step: str = dspy.InputField(desc="the pipeline step whose instruction you extend")
     current_instruction: str = dspy.InputField()
     failed_cases: str = dspy.InputField(desc="cases this step got wrong: its input, its output, why it was blamed")
     correct_cases: str = dspy.InputField(desc="cases this step handled correctly; keep them working")
+    mistake: str = dspy.InputField(desc="the mistake the failed answers show, found by comparing each with its gold")
     rules: str = dspy.OutputField(desc="one or two short rules to add to the instruction")
 
 
@@ -270,7 +284,12 @@ class ReflectiveProposer:
     conversations' people does not carry over to others. Lines that use the tracing's own words (turn or op ids,
     "evidence: gold", predictor names, "the answer op"), copied from the blame reasons, are dropped, and so are
     sentences in the reflection prompt's words ("this step", "the current instruction", "the rule broken", "the
-    failed cases"): commentary on the rewrite, not instructions for the task model."""
+    failed cases"): commentary on the rewrite, not instructions for the task model.
+
+    The model is told the mistake the diagnosis found in the blamed answers (`ProposalEvidence.mistake`), and
+    with `pattern_rules` the slots its replies leave empty go to the found patterns' own rules, each appended to
+    the current instruction (`pattern_candidates`): a general rule the valset can accept where a small model's
+    replies are all echoes, vague or about the cases' people."""
 
     lm: Any = None
     max_cases: int = 3
@@ -284,6 +303,7 @@ class ReflectiveProposer:
     rewrite_tokens: int = 256
     max_rewrite_tokens: int = 1024
     drop_case_specific: bool = True
+    pattern_rules: bool = True
     predict: dspy.Predict = field(default_factory=lambda: dspy.Predict(ProposeInstruction))
     add_rules: dspy.Predict = field(default_factory=lambda: dspy.Predict(ProposeRule))
 
@@ -299,6 +319,7 @@ class ReflectiveProposer:
         found: list[str] = []
         rewrite_tokens = min(self.max_rewrite_tokens, max(self.rewrite_tokens, 64 + len(evidence.instruction) // 3))
         names = _case_names(evidence)
+        mistake = evidence.mistake()
         for attempt in range(self.attempts_per_candidate * k):
             if len(found) >= k:
                 break
@@ -310,14 +331,16 @@ class ReflectiveProposer:
                 with dspy.context(lm=self.lm) if self.lm is not None else contextlib.nullcontext():
                     if approach == ADD_RULES:
                         reply = self.add_rules(step=step, current_instruction=evidence.instruction,
-                                               failed_cases=failed, correct_cases=correct, config=config)
+                                               failed_cases=failed, correct_cases=correct, mistake=mistake,
+                                               config=config)
                         rules = _without_commentary(_without_trace_lines(
                             _clean(getattr(reply, "rules", ""), self.max_chars), evidence.instruction),
                             evidence.instruction)
                         text = _with_rules(evidence.instruction, rules) if len(rules) >= self.min_rule_chars else ""
                     else:
                         reply = self.predict(step=step, current_instruction=evidence.instruction, failed_cases=failed,
-                                             correct_cases=correct, approach=approach, config=config)
+                                             correct_cases=correct, mistake=mistake, approach=approach,
+                                             config=config)
                         text = _without_commentary(_without_trace_lines(
                             _unrepeated(_clean(getattr(reply, "new_instruction", ""), self.max_chars)),
                             evidence.instruction), evidence.instruction)
@@ -334,4 +357,29 @@ class ReflectiveProposer:
                          evidence.predictor)
                 continue
             found.append(text)
+        if self.pattern_rules:
+            for text in pattern_candidates(evidence):
+                if len(found) >= k:
+                    break
+                if not any(_same(text, f) for f in found):
+                    found.append(text)
         return found
+
+
+def pattern_candidates(evidence: ProposalEvidence) -> list[str]:
+    """The current instruction with each found pattern's rule appended (most cases first), for the patterns
+    whose rule the instruction does not have yet."""
+    out = []
+    for finding in evidence.findings:
+        if _norm(finding.pattern.rule) not in _norm(evidence.instruction):
+            out.append(_with_rules(evidence.instruction, finding.pattern.rule))
+    return out
+
+
+def proposal_origin(text: str, evidence_instruction: str) -> str:
+    """Where a proposal came from: `pattern:NAME` for a pattern's rule appended to `evidence_instruction`,
+    else `reflection` (the reflection LM wrote it)."""
+    for pattern in PATTERNS:
+        if _same(text, _with_rules(evidence_instruction, pattern.rule)):
+            return f"pattern:{pattern.name}"
+    return "reflection"

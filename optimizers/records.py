@@ -2,13 +2,15 @@
 `from_dict`; `RoundRecord.to_dict()` is exactly one entry of the manifest's `rounds` list:
 
     {round, blame_counts: {predictor: n}, not_fixable: {op_name: n}, chosen_predictor, previous_instruction,
-     candidates: [{instruction, minibatch_score, val_score, accepted, why[, local]}], accepted, val_accuracy,
+     candidates: [{instruction, minibatch_score, val_score, accepted, why[, local][, demos][, origin]}],
+     accepted, val_accuracy,
      lm_calls, seconds}
 
 A candidate for an upstream predictor carries `local: {blamed, fixed, kept, broken, lm_calls}`, its local check
 (`local_check.py`); one the check rejected has no minibatch score. The demos candidate (the current instruction
 with worked examples from the predictor's own correct calls, `demos.py`) carries `demos`: the predictor's whole
-demo list if it is accepted, one dict of field values per demo.
+demo list if it is accepted, one dict of field values per demo. A proposal carries `origin`: "reflection" (the
+reflection LM wrote it) or "pattern:NAME" (a diagnosed pattern's rule appended, `diagnosis.py`).
 
 `lm_calls` is the metered LM calls the round spent (task, reflection, attributor), `seconds` its wall time. A
 round the budget cut short is not among the rounds (it resumes with a larger budget); the manifest's
@@ -36,6 +38,7 @@ class CandidateRecord:
     why: str
     local: dict[str, Any] | None = None  # the local check's counts, for a candidate that had one
     demos: list[dict[str, Any]] | None = None  # the predictor's whole demo list, for a demos candidate
+    origin: str | None = None  # a proposal's source: "reflection" or "pattern:NAME" (`diagnosis.py`)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -49,6 +52,8 @@ class CandidateRecord:
             out["local"] = dict(self.local)
         if self.demos is not None:
             out["demos"] = [dict(d) for d in self.demos]
+        if self.origin is not None:
+            out["origin"] = self.origin
         return out
 
     @classmethod
@@ -61,6 +66,7 @@ class CandidateRecord:
             why=str(data.get("why", "")),
             local=dict(data["local"]) if data.get("local") is not None else None,
             demos=[dict(d) for d in data["demos"]] if data.get("demos") is not None else None,
+            origin=data.get("origin"),
         )
 
 

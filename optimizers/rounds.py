@@ -30,7 +30,7 @@ from memtrace_opt.optimizers.evidence import build_evidence, describe
 from memtrace_opt.optimizers.examples import CaseRef
 from memtrace_opt.optimizers.local_check import LocalCase, LocalResult, check_candidate, local_cases
 from memtrace_opt.optimizers.program_io import demos_of, instructions_of, with_instruction
-from memtrace_opt.optimizers.proposal import InstructionProposer
+from memtrace_opt.optimizers.proposal import InstructionProposer, proposal_origin
 from memtrace_opt.optimizers.records import CandidateRecord, RoundRecord
 from memtrace_opt.optimizers.selection import ModuleSelector, RoundOutcome
 from memtrace_opt.optimizers.study import StudyLedger, TrialHandle
@@ -131,6 +131,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         "chosen_predictor": chosen,
         "previous_instruction": instructions.get(chosen) if chosen else None,
         "proposals": proposals,
+        "proposal_origins": [proposal_origin(text, instructions[chosen]) for text in proposals] if chosen else [],
         "evidence": evidence_summary,
         "verdicts": [{**v.to_dict(), "round": number} for v in blame.verdicts],
         "local_cases": [case.to_dict() for case in checks],
@@ -297,24 +298,27 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
         accepted = best is not None
         val = vals[best] if best is not None else None
         records: list[CandidateRecord] = []
+        origins = list(plan.get("proposal_origins") or [])
         for i in sorted(scores.keys() | rejected.keys()):
             text, demos = candidates[i]
+            origin = origins[i] if demos is None and i < len(origins) else None
             if i in finished:
                 done = finished[i]
                 records.append(CandidateRecord(text, done.get("minibatch_score"), done.get("val_score"),
                                                bool(done.get("accepted")), str(done.get("why", "")),
-                                               done.get("local"), demos))
+                                               done.get("local"), demos, origin))
                 continue
             if i in rejected:
-                records.append(CandidateRecord(text, None, None, False, rejected[i], locals_.get(i), demos))
+                records.append(CandidateRecord(text, None, None, False, rejected[i], locals_.get(i), demos, origin))
                 continue
             if i in vals:
-                record = CandidateRecord(text, scores[i], vals[i], accepts[i], whys[i], locals_.get(i), demos)
+                record = CandidateRecord(text, scores[i], vals[i], accepts[i], whys[i], locals_.get(i), demos, origin)
             else:
                 leader = kinds[candidates[i][1] is not None]
                 record = CandidateRecord(text, scores[i], None, False,
                                          f"not validated: candidate {leader + 1} goes first on the minibatch "
-                                         f"({scores[leader]:.3f}; this one {scores[i]:.3f})", locals_.get(i), demos)
+                                         f"({scores[leader]:.3f}; this one {scores[i]:.3f})", locals_.get(i), demos,
+                                         origin)
             if record.val_score is not None:
                 handles[i].validated(record.val_score, accepted=record.accepted, why=record.why)
             else:

@@ -78,7 +78,8 @@ class LoopSettings:
     the seeded order), traced once when a round first builds demos (0: the minibatch only); with `compact_demos`,
     a demo of the step that writes the answers shows only the lines of its long context around the answer
     (`demo_context.py`); `validate_ties` sends a candidate that ties the current minibatch score to the
-    valset too (acceptance still needs a valset gain); `min_val_gain` is the valset gain (accuracy, 0-1) a
+    valset too (acceptance still needs a valset gain); with `pattern_rules`, the proposal slots the reflection
+    LM's replies leave empty go to the rules of the mistakes diagnosed in the blamed answers (`diagnosis.py`); `min_val_gain` is the valset gain (accuracy, 0-1) a
     candidate must exceed to be accepted: 0, any gain; `min_val_questions` is the net number of validation
     questions it must gain (answered right that were wrong, less the reverse), 2 by default: in our runs six
     accepted steps that gained exactly one validation question came to -6 held-out questions together."""
@@ -101,6 +102,7 @@ class LoopSettings:
     demo_pool: int = 24
     demo_budget_chars: int | None = DEMO_TOTAL_CHARS
     compact_demos: bool = True
+    pattern_rules: bool = True
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.patience < 1 or self.num_candidates < 1 or self.minibatch_size < 1:
@@ -227,7 +229,8 @@ class MemTraceOptimizer(Teleprompter):
         def guard(lm: Any) -> Any:  # rounds stop exactly at the budget; the baseline always completes
             return guard_lm(lm, budget) if lm is not None and budget.bounded else lm
 
-        proposer = self.proposer or ReflectiveProposer(lm=guard(self.reflection_lm or task_lm))
+        proposer = self.proposer or ReflectiveProposer(lm=guard(self.reflection_lm or task_lm),
+                                                       pattern_rules=self.settings.pattern_rules)
         ctx = RoundContext(
             ledger=ledger, evaluator=evaluator, budget=budget, selector=self.selector, proposer=proposer,
             acceptance=self.acceptance_for(len(val)), attribution=self.attribution, attributor_lm=guard(self.attributor_lm),

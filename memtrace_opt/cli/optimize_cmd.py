@@ -30,6 +30,7 @@ MinValQuestions = Annotated[Optional[int], typer.Option(help="Accept a candidate
 DemoBudget = Annotated[Optional[int], typer.Option(help="Keep all of the blamed predictor's demos within N characters together (default 20000, about 5k tokens: an 8k context window keeps 3k for the call's own prompt; raise it for a model with a longer one).")]  # noqa: UP045
 DemoPool = Annotated[Optional[int], typer.Option(help="Draw demos from the correct answers to the first N training questions too, traced once (default 24; 0: the round's minibatch only).")]  # noqa: UP045
 CompactDemos = Annotated[Optional[bool], typer.Option("--compact-demos/--full-demos", help="Show the answer step's demos only the lines of their context around the answer (default: on; --full-demos: the whole context, a transcript for long_context).")]  # noqa: UP045
+PatternRules = Annotated[Optional[bool], typer.Option("--pattern-rules/--no-pattern-rules", help="Fill the proposal slots the reflection LM leaves empty with the rules of the mistakes diagnosed in the blamed answers: a partial list, a relative or numeric date, a needless decline, a long sentence (default: on).")]  # noqa: UP045
 LocalCheck = Annotated[Optional[bool], typer.Option("--local-check/--no-local-check", help="Re-run the blamed calls under each candidate for an upstream predictor before replaying the write path (default: on).")]  # noqa: UP045
 
 
@@ -40,7 +41,8 @@ def _loop_values(opt_cfg: dict[str, Any], **flags: Any) -> dict[str, Any]:
               "minibatch": "minibatch_size", "budget": "max_lm_calls", "time_budget": "max_seconds",
               "local_check": "local_check", "demos": "max_demos", "validate_ties": "validate_ties",
               "min_val_gain": "min_val_gain", "min_val_questions": "min_val_questions",
-              "demo_pool": "demo_pool", "demo_budget": "demo_budget_chars", "compact_demos": "compact_demos"}
+              "demo_pool": "demo_pool", "demo_budget": "demo_budget_chars", "compact_demos": "compact_demos",
+              "pattern_rules": "pattern_rules"}
     values = {fields[name]: value if value is not None else opt_cfg.get(name) for name, value in flags.items()}
     return {key: value for key, value in values.items() if value is not None}
 
@@ -75,6 +77,7 @@ def optimize_command(
     demo_pool: DemoPool = None,
     demo_budget: DemoBudget = None,
     compact_demos: CompactDemos = None,
+    pattern_rules: PatternRules = None,
     validate_ties: ValidateTies = None,
     min_val_gain: MinValGain = None,
     min_val_questions: MinValQuestions = None,
@@ -108,7 +111,7 @@ def optimize_command(
         **_loop_values(opt_cfg, rounds=rounds, patience=patience, candidates=candidates, minibatch=minibatch,
                        budget=budget, time_budget=time_budget, local_check=local_check, demos=demos,
                        demo_pool=demo_pool, demo_budget=demo_budget, compact_demos=compact_demos,
-                       validate_ties=validate_ties,
+                       pattern_rules=pattern_rules, validate_ties=validate_ties,
                        min_val_gain=min_val_gain,
                        min_val_questions=min_val_questions),
         "seed": seed,
@@ -191,6 +194,7 @@ def compare_command(
     demo_pool: DemoPool = None,
     demo_budget: DemoBudget = None,
     compact_demos: CompactDemos = None,
+    pattern_rules: PatternRules = None,
     validate_ties: ValidateTies = None,
     min_val_gain: MinValGain = None,
     min_val_questions: MinValQuestions = None,
@@ -228,7 +232,8 @@ def compare_command(
         loop=LoopSettings(**_loop_values(dict(cfg.get("optimize") or {}), rounds=rounds, patience=patience,
                                          candidates=candidates, minibatch=minibatch, local_check=local_check,
                                          demos=demos, demo_pool=demo_pool, demo_budget=demo_budget,
-                                         compact_demos=compact_demos, validate_ties=validate_ties,
+                                         compact_demos=compact_demos, pattern_rules=pattern_rules,
+                                         validate_ties=validate_ties,
                                          min_val_gain=min_val_gain,
                                          min_val_questions=min_val_questions),
                           seed=seed),

@@ -71,7 +71,9 @@ def test_manifest_has_the_report_shape(fake_models, planted, examples):
     assert set(part["baseline"]) == {"val_accuracy"}
     assert part["rounds"] and all(set(r) == ROUND_KEYS for r in part["rounds"])
     for record in part["rounds"]:
-        assert all(set(c) - {"local", "demos"} == CANDIDATE_KEYS for c in record["candidates"])  # optional keys
+        assert all(set(c) - {"local", "demos", "origin"} == CANDIDATE_KEYS for c in record["candidates"])  # optional
+        assert all(c["origin"] == "reflection" or c["origin"].startswith("pattern:")
+                   for c in record["candidates"] if "demos" not in c)  # every proposal says where it came from
         assert sum(c["accepted"] for c in record["candidates"]) == int(record["accepted"])
         assert RoundRecord.from_dict(record).to_dict() == record
 

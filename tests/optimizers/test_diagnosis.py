@@ -1,0 +1,112 @@
+"""The diagnosis of blamed answers (`diagnosis.py`) and what the proposer and the loop make of it: the mistake is
+named to the reflection LM, and the found patterns' rules fill the slots its replies leave empty."""
+
+from __future__ import annotations
+
+import dspy
+from optfixtures import ANSWER
+
+from memtrace_opt.lm import ModelRoles, Models
+from memtrace_opt.lm.roles import ModelSpec
+from memtrace_opt.optimizers import (
+    LoopSettings,
+    MemTraceOptimizer,
+    OpEvidence,
+    ProposalEvidence,
+    ReflectiveProposer,
+    instructions_of,
+    with_instruction,
+)
+from memtrace_opt.optimizers.diagnosis import PATTERNS, diagnose
+from memtrace_opt.programs.long_context import LongContextMemory
+from memtrace_opt.testing import FakeEngine, Skill, fake_lm
+from memtrace_opt.testing.skills import default_skills
+
+CONTEXT = "Maria: I gave my old car to the homeless shelter last week.\nJohn: I did kickboxing and taekwondo."
+
+
+def names(*cases: tuple[str, str, str]) -> list[str]:
+    """The patterns found in (gold, answer, shown) cases whose step wrote the answer."""
+    found = diagnose([(f"c{i}", gold, answer, shown, answer) for i, (gold, answer, shown) in enumerate(cases)])
+    return [finding.pattern.name for finding in found]
+
+
+def test_each_pattern_is_found_in_the_answer_that_shows_it_and_not_in_a_right_one():
+    assert names(("Kickboxing, Taekwondo", "Kickboxing", CONTEXT)) == ["partial_list"]
+    assert names(("Kickboxing, Taekwondo", "Kickboxing and Taekwondo", CONTEXT)) == []
+    assert names(("19 January, 2023", "7 May 2023", CONTEXT)) == []  # a date with a comma is not a list
+    assert names(("The sunday before 25 May 2023", "2023-05-26", CONTEXT)) == ["date_form"]
+    assert names(("2019", "3 years ago", CONTEXT)) == ["date_form"]
+    assert names(("The sunday before 25 May 2023", "26 May 2023", CONTEXT)) == []  # wrong day, right form
+    assert names(("old car", "Not mentioned in the conversation", CONTEXT)) == ["declined"]
+    assert names(("old car", "None", CONTEXT)) == ["declined"]
+    assert names(("a red bicycle", "None", CONTEXT)) == []  # the context does not hold it: declining is right
+    assert names(("No", "Not mentioned in the conversation", CONTEXT)) == []  # "no" is in any context
+    long = "Maria said that she was thinking about giving something to the shelter near her home one day soon"
+    assert names(("old car", long, CONTEXT)) == ["verbose"]
+    assert names(("old car", "her old car, which she gave to the shelter near her home last week", CONTEXT)) == []
+
+
+def test_the_most_shown_pattern_comes_first_and_an_upstream_step_is_not_diagnosed():
+    found = diagnose([("a", "2019", "last year", "", "last year"), ("b", "2022", "2022-03-01", "", "2022-03-01"),
+                      ("c", "Kickboxing, Taekwondo", "Kickboxing", "", "Kickboxing")])
+    assert [(f.pattern.name, f.cases) for f in found] == [("date_form", ("a", "b")), ("partial_list", ("c",))]
+    # an extraction step whose reply is a list of facts: the answer's shape says nothing about it
+    assert diagnose([("a", "2019", "last year", "", '["Nate got turtles in 2019."]')]) == []
+
+
+def _evidence(instruction: str) -> ProposalEvidence:
+    case = OpEvidence("c1", "When did Nate get his turtles?", "2019", "3 years ago", "...", "3 years ago", "")
+    return ProposalEvidence(ANSWER, "long_context.answer", instruction, failures=(case,),
+                            findings=tuple(diagnose([("c1", "2019", "3 years ago", "...", "3 years ago")])))
+
+
+def test_the_proposer_names_the_mistake_and_fills_echoed_slots_with_the_patterns_rule():
+    current = "Answer the question from the context, in a few words."
+    seen: list[str] = []
+
+    def echo_rules(call):
+        seen.append(call.inputs["mistake"])
+        return {"rules": current}
+
+    def echo_rewrite(call):
+        seen.append(call.inputs["mistake"])
+        return {"new_instruction": current}
+
+    date_rule = next(p.rule for p in PATTERNS if p.name == "date_form")
+    lm = fake_lm([Skill(("rules",), echo_rules), Skill(("new_instruction",), echo_rewrite)])
+    with dspy.context(lm=lm):
+        found = ReflectiveProposer().propose(_evidence(current), 2)
+        without = ReflectiveProposer(pattern_rules=False).propose(_evidence(current), 2)
+    assert found == [current + "\n" + date_rule]  # the LM's replies were echoes; one pattern was found
+    assert without == []
+    assert seen and all("relative time" in m and "1 of the blamed cases" in m for m in seen)
+    with dspy.context(lm=lm):  # an instruction that has the rule already gets no copy of it
+        assert ReflectiveProposer().propose(_evidence(current + "\n" + date_rule), 2) == []
+
+
+def test_the_loop_accepts_a_patterns_rule_where_the_reflection_lm_only_echoes(examples):
+    """The fake answerer resolves a relative date only when its instruction says "date": the planted answer
+    instruction does not, the reflection LM echoes it back, and the diagnosed `date_form` rule fixes it."""
+    planted = "Answer the question from the context, in a few words."
+    program = with_instruction(LongContextMemory(), ANSWER, planted)
+    engine = FakeEngine(skills=[Skill(("rules",), lambda call: {"rules": call.inputs["current_instruction"]}),
+                                Skill(("new_instruction",),
+                                      lambda call: {"new_instruction": call.inputs["current_instruction"]}),
+                                *default_skills()])
+    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
+
+    def run(pattern_rules: bool) -> tuple[MemTraceOptimizer, dspy.Module]:
+        opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
+            max_rounds=2, num_candidates=2, minibatch_size=9, max_demos=0, pattern_rules=pattern_rules))
+        return opt, opt.compile(program, trainset=examples, valset=examples)
+
+    unaided, same = run(False)
+    assert not any(r.accepted for r in unaided.result.rounds)  # echoes only: nothing to evaluate
+    assert instructions_of(same)[ANSWER] == planted
+    opt, optimized = run(True)
+    first = opt.result.rounds[0]
+    assert first.accepted and first.val_accuracy > opt.result.baseline_val
+    taken = next(c for c in first.candidates if c.accepted)
+    assert taken.origin == "pattern:date_form"
+    assert instructions_of(optimized)[ANSWER] == taken.instruction and "date" in taken.instruction.lower()
