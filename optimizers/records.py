@@ -10,7 +10,9 @@ A candidate for an upstream predictor carries `local: {blamed, fixed, kept, brok
 (`local_check.py`); one the check rejected has no minibatch score. The demos candidate (the current instruction
 with worked examples from the predictor's own correct calls, `demos.py`) carries `demos`: the predictor's whole
 demo list if it is accepted, one dict of field values per demo. A proposal carries `origin`: "reflection" (the
-reflection LM wrote it) or "pattern:NAME" (a diagnosed pattern's rule appended, `diagnosis.py`).
+reflection LM wrote it) or "pattern:NAME" (a diagnosed pattern's rule appended, `diagnosis.py`); the round's best
+rewrite validated with its demos candidate's demos, when both passed alone, is `origin: "combined"`, with no
+minibatch score.
 
 `lm_calls` is the metered LM calls the round spent (task, reflection, attributor), `seconds` its wall time. A
 round the budget cut short is not among the rounds (it resumes with a larger budget); the manifest's
@@ -38,7 +40,7 @@ class CandidateRecord:
     why: str
     local: dict[str, Any] | None = None  # the local check's counts, for a candidate that had one
     demos: list[dict[str, Any]] | None = None  # the predictor's whole demo list, for a demos candidate
-    origin: str | None = None  # a proposal's source: "reflection" or "pattern:NAME" (`diagnosis.py`)
+    origin: str | None = None  # a proposal's source: "reflection", "pattern:NAME" (`diagnosis.py`) or "combined"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -1,6 +1,7 @@
 """One round of the closed loop: trace the minibatch, attribute its failures, choose the most blamed
 predictor, propose K rewrites of it, evaluate them (the local check on the blamed calls for an upstream
-predictor, then the minibatch, the valset for the best rewrite and for the demos candidate) and decide.
+predictor, then the minibatch, the valset for the best rewrite and for the demos candidate, and for the two
+together when both pass) and decide.
 
 Every step that costs LM calls is recorded in the study before the next begins, so a killed round resumes:
 the round's plan (blame, chosen predictor, proposals) is study attribute `round:N`; each candidate is a
@@ -290,13 +291,25 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
         passed = [i for i in contenders if accepts[i]]
         decided = [i for i in passed if i in finished]  # accepted before the run was cut: that decision stands
         best = decided[0] if decided else max(passed, key=lambda i: (vals[i] or 0.0, scores[i], -i)) if passed else None
+        combined = None
+        if len(kinds) == 2 and not decided:  # a rewrite and demos each went to the valset: try both together
+            combined = _combination(ctx, number, chosen, parent, program, candidates, (kinds[False], kinds[True]),
+                                    {i: vals[i] for i in passed}, current_val, stack)
+            budget_hit = budget_hit or (combined is not None and combined.why.startswith("not validated"))
+        if combined is not None and combined.accepted:
+            best = None
+            for i in passed:
+                if i not in finished:
+                    accepts[i] = False
+                    whys[i] = (f"passed, but it is taken together with the other candidate (valset "
+                               f"{combined.val_score or 0.0:.3f}; this one alone {vals[i] or 0.0:.3f})")
         for i in passed:  # two passed: the better on the valset is taken
             if i != best and best is not None and i not in finished:
                 accepts[i] = False
                 whys[i] = (f"passed, but candidate {best + 1} is taken (valset {vals[best] or 0.0:.3f}, minibatch "
                            f"{scores[best]:.3f}; this one {vals[i] or 0.0:.3f}, {scores[i]:.3f})")
-        accepted = best is not None
-        val = vals[best] if best is not None else None
+        accepted = best is not None or (combined is not None and combined.accepted)
+        val = vals[best] if best is not None else combined.val_score if combined is not None else None
         records: list[CandidateRecord] = []
         origins = list(plan.get("proposal_origins") or [])
         for i in sorted(scores.keys() | rejected.keys()):
@@ -324,5 +337,48 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             else:
                 handles[i].pruned(accepted=False, why=record.why)
             records.append(record)
-    chosen_candidate = candidates[best] if accepted and best is not None else None
+        if combined is not None:
+            records.append(combined)
+    chosen_candidate: Candidate | None = None
+    if best is not None:
+        chosen_candidate = candidates[best]
+    elif combined is not None and combined.accepted:
+        chosen_candidate = (combined.instruction, combined.demos)
     return records, chosen_candidate, (float(val) if accepted and val is not None else current_val), budget_hit
+
+
+COMBINED = "combined"  # the origin of the candidate that joins the round's rewrite and its demos
+
+
+def _combination(ctx: RoundContext, number: int, chosen: str, parent: str, program: dspy.Module,
+                 candidates: Sequence[Candidate], pair: tuple[int, int], passed_vals: dict[int, float | None],
+                 current_val: float, stack: contextlib.ExitStack) -> CandidateRecord | None:
+    """The round's best rewrite with its demos candidate's demos, when both passed the valset on their own: an
+    instruction and worked examples fix different cases, and each alone keeps only its own gain. It is taken
+    when it passes the acceptance rule and beats both on the valset; None when they did not both pass. A run
+    cut short and resumed finds its decision in the study."""
+    rewrite, with_demos = pair
+    text, demos = candidates[rewrite][0], candidates[with_demos][1]
+    key = _key(number, chosen, parent, text, demos)
+    done = ctx.ledger.finished(key)
+    if done is not None:
+        return CandidateRecord(text, None, done.get("val_score"), bool(done.get("accepted")), str(done.get("why", "")),
+                               None, demos, COMBINED)
+    if not (rewrite in passed_vals and with_demos in passed_vals):
+        return None
+    handle = stack.enter_context(ctx.ledger.trial(key, {"round": number, "predictor": chosen, "instruction": text,
+                                                        "demos": len(demos or []), "origin": COMBINED}))
+    if ctx.budget.exhausted():
+        why = "not validated: the LM-call budget is spent"
+        handle.pruned(accepted=False, why=why)
+        return CandidateRecord(text, None, None, False, why, None, demos, COMBINED)
+    val = ctx.evaluator.evaluate(with_instruction(program, chosen, text, demos), ctx.valset).accuracy
+    alone = max(v or 0.0 for v in passed_vals.values())
+    decision = ctx.acceptance.on_valset(current_val, val)
+    accepted = decision.ok and val > alone
+    why = (f"accepted: valset {val:.3f} above the current {current_val:.3f} and either alone ({alone:.3f})" if accepted else
+           f"rejected: valset {val:.3f} not above the better alone ({alone:.3f})" if decision.ok else decision.why)
+    handle.validated(val, accepted=accepted, why=why)
+    log.info("round %d rewrite %d with the demos of candidate %d for %s: %s", number, rewrite + 1, with_demos + 1,
+             chosen, why)
+    return CandidateRecord(text, None, val, accepted, why, None, demos, COMBINED)

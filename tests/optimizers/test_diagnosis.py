@@ -18,9 +18,10 @@ from memtrace_opt.optimizers import (
     with_instruction,
 )
 from memtrace_opt.optimizers.diagnosis import PATTERNS, diagnose
+from memtrace_opt.optimizers.program_io import demos_of
 from memtrace_opt.programs.long_context import LongContextMemory
 from memtrace_opt.testing import FakeEngine, Skill, fake_lm
-from memtrace_opt.testing.skills import default_skills
+from memtrace_opt.testing.skills import answer, default_skills
 
 CONTEXT = "Maria: I gave my old car to the homeless shelter last week.\nJohn: I did kickboxing and taekwondo."
 
@@ -110,3 +111,34 @@ def test_the_loop_accepts_a_patterns_rule_where_the_reflection_lm_only_echoes(ex
     taken = next(c for c in first.candidates if c.accepted)
     assert taken.origin == "pattern:date_form"
     assert instructions_of(optimized)[ANSWER] == taken.instruction and "date" in taken.instruction.lower()
+
+
+def test_a_rewrite_and_demos_that_each_pass_are_taken_together_when_that_beats_both(examples):
+    """The fake answerer answers "Who" questions only with worked examples in its prompt, and resolves "when"
+    dates only with "date" in its instruction: the demos fix one question, the diagnosed date rule three more,
+    and only the two together fix all of them."""
+    planted = "Answer the question from the context, in a few words."
+
+    def shy_who(call):
+        if call.inputs.get("question", "").startswith("Who") and len(call.messages) <= 2:
+            return {"answer": "I don't know"}
+        return answer(call)
+
+    engine = FakeEngine(skills=[Skill(("rules",), lambda call: {"rules": call.inputs["current_instruction"]}),
+                                Skill(("new_instruction",),
+                                      lambda call: {"new_instruction": call.inputs["current_instruction"]}),
+                                Skill(("answer",), shy_who, name="answer"), *default_skills()])
+    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
+        max_rounds=1, num_candidates=1, minibatch_size=9, max_demos=2, min_val_questions=1))
+    program = with_instruction(LongContextMemory(), ANSWER, planted)
+    optimized = opt.compile(program, trainset=examples, valset=examples)
+    first = opt.result.rounds[0]
+    rule, demos, both = first.candidates
+    assert rule.origin == "pattern:date_form" and demos.demos and both.origin == "combined"
+    assert rule.val_score > opt.result.baseline_val and demos.val_score > opt.result.baseline_val  # each passed
+    assert not rule.accepted and not demos.accepted and "taken together" in rule.why
+    assert both.accepted and both.val_score > max(rule.val_score, demos.val_score)
+    assert (both.instruction, both.demos) == (rule.instruction, demos.demos)
+    assert instructions_of(optimized)[ANSWER] == rule.instruction
+    assert demos_of(optimized)[ANSWER] == demos.demos and first.val_accuracy == both.val_score
