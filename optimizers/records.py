@@ -11,8 +11,8 @@ A candidate for an upstream predictor carries `local: {blamed, fixed, kept, brok
 with worked examples from the predictor's own correct calls, `demos.py`) carries `demos`: the predictor's whole
 demo list if it is accepted, one dict of field values per demo. A proposal carries `origin`: "reflection" (the
 reflection LM wrote it) or "pattern:NAME" (a diagnosed pattern's rule appended, `diagnosis.py`); the round's best
-rewrite validated with its demos candidate's demos, when both passed alone, is `origin: "combined"`, with no
-minibatch score.
+rewrite validated with its demos candidate's demos, when both passed the minibatch, is `origin: "combined"`, with
+no minibatch score.
 
 `lm_calls` is the metered LM calls the round spent (task, reflection, attributor), `seconds` its wall time. A
 round the budget cut short is not among the rounds (it resumes with a larger budget); the manifest's

@@ -1,7 +1,7 @@
 """One round of the closed loop: trace the minibatch, attribute its failures, choose the most blamed
 predictor, propose K rewrites of it, evaluate them (the local check on the blamed calls for an upstream
-predictor, then the minibatch, the valset for the best rewrite and for the demos candidate, and for the two
-together when both pass) and decide.
+predictor, then the minibatch, the valset for the best rewrite and for the demos candidate, the rewrite with
+the demos when both pass the minibatch) and decide.
 
 Every step that costs LM calls is recorded in the study before the next begins, so a killed round resumes:
 the round's plan (blame, chosen predictor, proposals) is study attribute `round:N`; each candidate is a
@@ -264,13 +264,17 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             handles[i], scores[i] = handle, score
             log.info("round %d candidate %d for %s%s: minibatch %.3f (current %.3f)", number, i + 1, chosen,
                      f" (+{len(demos)} demos)" if demos is not None else "", score, current_mb)
-        # the best rewrite and the demos candidate each go to the valset: a minibatch of six or eight ranks
-        # candidates of one kind, but in a long_context run it put a rewrite (0.333) above two demos (0.167)
-        # that would have gained two validation questions where the rewrite gained one
+        # the best rewrite and the demos candidate each go on: a minibatch of six or eight ranks candidates of
+        # one kind, but in a long_context run it put a rewrite (0.333) above two demos (0.167) that would have
+        # gained two validation questions where the rewrite gained one. When both pass the minibatch, the
+        # rewrite is validated with the demos (an instruction and worked examples fix different questions, and
+        # it would be deployed with them), the demos alone beside it
         kinds: dict[bool, int] = {}
         for i in sorted(scores, key=lambda i: (-scores[i], i)):
             kinds.setdefault(candidates[i][1] is not None, i)
         contenders = sorted(kinds.values(), key=lambda i: (-scores[i], i))
+        gates = {i: ctx.acceptance.on_minibatch(current_mb, scores[i]) for i in contenders}
+        together = len(kinds) == 2 and all(gate.ok for gate in gates.values())
         vals: dict[int, float | None] = {}
         accepts: dict[int, bool] = {}
         whys: dict[int, str] = {}
@@ -279,11 +283,12 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
                 vals[i], accepts[i] = finished[i].get("val_score"), bool(finished[i].get("accepted"))
                 whys[i] = str(finished[i].get("why", ""))
                 continue
-            gate = ctx.acceptance.on_minibatch(current_mb, scores[i])
-            vals[i], accepts[i], whys[i] = None, False, gate.why
-            if gate.ok and ctx.budget.exhausted():
+            vals[i], accepts[i], whys[i] = None, False, gates[i].why
+            if together and i == kinds[False]:
+                whys[i] = f"not validated alone: validated with the demos of candidate {kinds[True] + 1}"
+            elif gates[i].ok and ctx.budget.exhausted():
                 whys[i], budget_hit = "not validated: the LM-call budget is spent", True
-            elif gate.ok:
+            elif gates[i].ok:
                 val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[i]), ctx.valset).accuracy
                 decision = ctx.acceptance.on_valset(current_val, val)
                 vals[i], accepts[i], whys[i] = val, decision.ok, decision.why
@@ -292,17 +297,28 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
         decided = [i for i in passed if i in finished]  # accepted before the run was cut: that decision stands
         best = decided[0] if decided else max(passed, key=lambda i: (vals[i] or 0.0, scores[i], -i)) if passed else None
         combined = None
-        if len(kinds) == 2 and not decided:  # a rewrite and demos each went to the valset: try both together
-            combined = _combination(ctx, number, chosen, parent, program, candidates, (kinds[False], kinds[True]),
-                                    {i: vals[i] for i in passed}, current_val, stack)
-            budget_hit = budget_hit or (combined is not None and combined.why.startswith("not validated"))
+        if together and not decided:
+            rival = vals[best] if best is not None else None
+            combined = _combination(ctx, number, chosen, parent, program, (candidates[kinds[False]][0],
+                                    candidates[kinds[True]][1]), rival, current_val, stack)
+            budget_hit = budget_hit or combined.why.startswith("not validated")
+        lone = kinds[False] if together else None
+        if (lone is not None and lone not in finished and best is None and combined is not None
+                and combined.val_score is not None and not combined.accepted and not ctx.budget.exhausted()):
+            # neither the demos nor the two together passed: the rewrite may still do better on its own
+            val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[lone]), ctx.valset).accuracy
+            decision = ctx.acceptance.on_valset(current_val, val)
+            vals[lone], accepts[lone], whys[lone] = val, decision.ok, decision.why
+            log.info("round %d candidate %d for %s alone: %s", number, lone + 1, chosen, decision.why)
+            if decision.ok:
+                passed, best = [lone], lone
         if combined is not None and combined.accepted:
-            best = None
             for i in passed:
                 if i not in finished:
                     accepts[i] = False
-                    whys[i] = (f"passed, but it is taken together with the other candidate (valset "
-                               f"{combined.val_score or 0.0:.3f}; this one alone {vals[i] or 0.0:.3f})")
+                    whys[i] = (f"passed, but the rewrite of candidate {kinds[False] + 1} with these demos is taken "
+                               f"(valset {combined.val_score or 0.0:.3f}; these demos alone {vals[i] or 0.0:.3f})")
+            best = None
         for i in passed:  # two passed: the better on the valset is taken
             if i != best and best is not None and i not in finished:
                 accepts[i] = False
@@ -351,21 +367,17 @@ COMBINED = "combined"  # the origin of the candidate that joins the round's rewr
 
 
 def _combination(ctx: RoundContext, number: int, chosen: str, parent: str, program: dspy.Module,
-                 candidates: Sequence[Candidate], pair: tuple[int, int], passed_vals: dict[int, float | None],
-                 current_val: float, stack: contextlib.ExitStack) -> CandidateRecord | None:
-    """The round's best rewrite with its demos candidate's demos, when both passed the valset on their own: an
-    instruction and worked examples fix different cases, and each alone keeps only its own gain. It is taken
-    when it passes the acceptance rule and beats both on the valset; None when they did not both pass. A run
-    cut short and resumed finds its decision in the study."""
-    rewrite, with_demos = pair
-    text, demos = candidates[rewrite][0], candidates[with_demos][1]
+                 candidate: Candidate, rival: float | None, current_val: float,
+                 stack: contextlib.ExitStack) -> CandidateRecord:
+    """The round's best rewrite with its demos candidate's demos, validated: taken when it passes the acceptance
+    rule and, if the demos alone passed too (valset `rival`), beats them. A run cut short and resumed finds its
+    decision in the study."""
+    text, demos = candidate
     key = _key(number, chosen, parent, text, demos)
     done = ctx.ledger.finished(key)
     if done is not None:
         return CandidateRecord(text, None, done.get("val_score"), bool(done.get("accepted")), str(done.get("why", "")),
                                None, demos, COMBINED)
-    if not (rewrite in passed_vals and with_demos in passed_vals):
-        return None
     handle = stack.enter_context(ctx.ledger.trial(key, {"round": number, "predictor": chosen, "instruction": text,
                                                         "demos": len(demos or []), "origin": COMBINED}))
     if ctx.budget.exhausted():
@@ -373,12 +385,14 @@ def _combination(ctx: RoundContext, number: int, chosen: str, parent: str, progr
         handle.pruned(accepted=False, why=why)
         return CandidateRecord(text, None, None, False, why, None, demos, COMBINED)
     val = ctx.evaluator.evaluate(with_instruction(program, chosen, text, demos), ctx.valset).accuracy
-    alone = max(v or 0.0 for v in passed_vals.values())
     decision = ctx.acceptance.on_valset(current_val, val)
-    accepted = decision.ok and val > alone
-    why = (f"accepted: valset {val:.3f} above the current {current_val:.3f} and either alone ({alone:.3f})" if accepted else
-           f"rejected: valset {val:.3f} not above the better alone ({alone:.3f})" if decision.ok else decision.why)
+    accepted = decision.ok and (rival is None or val > rival)
+    if not decision.ok:
+        why = decision.why
+    elif accepted:
+        why = decision.why + ("" if rival is None else f", and above the demos alone ({rival:.3f})")
+    else:
+        why = f"rejected: valset {val:.3f} not above the demos alone ({rival or 0.0:.3f})"
     handle.validated(val, accepted=accepted, why=why)
-    log.info("round %d rewrite %d with the demos of candidate %d for %s: %s", number, rewrite + 1, with_demos + 1,
-             chosen, why)
+    log.info("round %d: the rewrite with the demos for %s: %s", number, chosen, why)
     return CandidateRecord(text, None, val, accepted, why, None, demos, COMBINED)

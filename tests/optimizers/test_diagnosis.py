@@ -56,6 +56,16 @@ def test_the_most_shown_pattern_comes_first_and_an_upstream_step_is_not_diagnose
     assert diagnose([("a", "2019", "last year", "", '["Nate got turtles in 2019."]')]) == []
 
 
+def echo_models(answer_skill=None) -> Models:
+    """The fake models with a reflection LM that only hands the current instruction back, and `answer_skill`
+    (if given) as the answer step."""
+    echo = [Skill(("rules",), lambda call: {"rules": call.inputs["current_instruction"]}),
+            Skill(("new_instruction",), lambda call: {"new_instruction": call.inputs["current_instruction"]})]
+    answering = [Skill(("answer",), answer_skill, name="answer")] if answer_skill is not None else []
+    return Models(ModelRoles(task=ModelSpec("fake")), fake_engine=FakeEngine(skills=[*echo, *answering,
+                                                                                   *default_skills()]))
+
+
 def _evidence(instruction: str) -> ProposalEvidence:
     case = OpEvidence("c1", "When did Nate get his turtles?", "2019", "3 years ago", "...", "3 years ago", "")
     return ProposalEvidence(ANSWER, "long_context.answer", instruction, failures=(case,),
@@ -91,11 +101,7 @@ def test_the_loop_accepts_a_patterns_rule_where_the_reflection_lm_only_echoes(ex
     instruction does not, the reflection LM echoes it back, and the diagnosed `date_form` rule fixes it."""
     planted = "Answer the question from the context, in a few words."
     program = with_instruction(LongContextMemory(), ANSWER, planted)
-    engine = FakeEngine(skills=[Skill(("rules",), lambda call: {"rules": call.inputs["current_instruction"]}),
-                                Skill(("new_instruction",),
-                                      lambda call: {"new_instruction": call.inputs["current_instruction"]}),
-                                *default_skills()])
-    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
+    models = echo_models()
 
     def run(pattern_rules: bool) -> tuple[MemTraceOptimizer, dspy.Module]:
         opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
@@ -113,10 +119,10 @@ def test_the_loop_accepts_a_patterns_rule_where_the_reflection_lm_only_echoes(ex
     assert instructions_of(optimized)[ANSWER] == taken.instruction and "date" in taken.instruction.lower()
 
 
-def test_a_rewrite_and_demos_that_each_pass_are_taken_together_when_that_beats_both(examples):
+def test_a_rewrite_that_passes_the_minibatch_beside_demos_is_validated_with_them(examples):
     """The fake answerer answers "Who" questions only with worked examples in its prompt, and resolves "when"
-    dates only with "date" in its instruction: the demos fix one question, the diagnosed date rule three more,
-    and only the two together fix all of them."""
+    dates only with "date" in its instruction: the demos fix one question, the diagnosed date rule more, and
+    only the two together fix all of them."""
     planted = "Answer the question from the context, in a few words."
 
     def shy_who(call):
@@ -124,11 +130,7 @@ def test_a_rewrite_and_demos_that_each_pass_are_taken_together_when_that_beats_b
             return {"answer": "I don't know"}
         return answer(call)
 
-    engine = FakeEngine(skills=[Skill(("rules",), lambda call: {"rules": call.inputs["current_instruction"]}),
-                                Skill(("new_instruction",),
-                                      lambda call: {"new_instruction": call.inputs["current_instruction"]}),
-                                Skill(("answer",), shy_who, name="answer"), *default_skills()])
-    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
+    models = echo_models(shy_who)
     opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
         max_rounds=1, num_candidates=1, minibatch_size=9, max_demos=2, min_val_questions=1))
     program = with_instruction(LongContextMemory(), ANSWER, planted)
@@ -136,9 +138,32 @@ def test_a_rewrite_and_demos_that_each_pass_are_taken_together_when_that_beats_b
     first = opt.result.rounds[0]
     rule, demos, both = first.candidates
     assert rule.origin == "pattern:date_form" and demos.demos and both.origin == "combined"
-    assert rule.val_score > opt.result.baseline_val and demos.val_score > opt.result.baseline_val  # each passed
-    assert not rule.accepted and not demos.accepted and "taken together" in rule.why
-    assert both.accepted and both.val_score > max(rule.val_score, demos.val_score)
+    assert rule.minibatch_score > demos.minibatch_score  # both beat the planted instruction's minibatch score
+    assert rule.val_score is None and rule.why == "not validated alone: validated with the demos of candidate 2"
+    assert demos.val_score > opt.result.baseline_val and not demos.accepted and "is taken" in demos.why
+    assert both.accepted and both.val_score > demos.val_score and both.minibatch_score is None
     assert (both.instruction, both.demos) == (rule.instruction, demos.demos)
     assert instructions_of(optimized)[ANSWER] == rule.instruction
     assert demos_of(optimized)[ANSWER] == demos.demos and first.val_accuracy == both.val_score
+
+
+def test_a_rewrite_is_validated_alone_when_neither_the_demos_nor_the_two_together_pass(examples):
+    """With worked examples shown the fake answerer answers only "What" and "Who" questions: the demos gain one
+    question (too few to pass), the rewrite with them the same; the date rule alone gains three."""
+    planted = "Answer the question from the context, in a few words."
+
+    def led_by_examples(call):
+        question = call.inputs.get("question", "")
+        if len(call.messages) > 2:
+            return answer(call) if question.startswith(("What", "Who")) else {"answer": "I don't know"}
+        return answer(call) if not question.startswith("Who") else {"answer": "I don't know"}
+
+    models = echo_models(led_by_examples)
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
+        max_rounds=1, num_candidates=1, minibatch_size=9, max_demos=2))
+    optimized = opt.compile(with_instruction(LongContextMemory(), ANSWER, planted), trainset=examples,
+                            valset=examples)
+    rule, demos, both = opt.result.rounds[0].candidates
+    assert not demos.accepted and not both.accepted and demos.val_score == both.val_score
+    assert rule.origin == "pattern:date_form" and rule.accepted and rule.val_score > demos.val_score
+    assert instructions_of(optimized)[ANSWER] == rule.instruction and demos_of(optimized)[ANSWER] == []
