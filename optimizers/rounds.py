@@ -15,7 +15,8 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +36,10 @@ from memtrace_opt.optimizers.proposal import InstructionProposer, proposal_origi
 from memtrace_opt.optimizers.records import CandidateRecord, RoundRecord
 from memtrace_opt.optimizers.selection import ModuleSelector, RoundOutcome
 from memtrace_opt.optimizers.study import StudyLedger, TrialHandle
+from memtrace_opt.tracing import OpEvent
 
-__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "instructions_digest", "interrupted_round"]
+__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "instructions_digest", "interrupted_round",
+           "predictor_ops", "calls_to_rerun"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,26 @@ class RoundContext:
     compact_demos: bool = True
     demo_pool: Sequence[CaseRef] = ()
     pool_results: list[EvalResult] = field(default_factory=list)  # the pool traced, once, by the first round needing it
+    val_ops: dict[str, int] = field(default_factory=dict)  # each predictor's op calls in a run of the valset
+
+    def validation_calls(self, predictor: str) -> int:
+        """The LM calls validating a candidate for `predictor` takes at least (0: not known)."""
+        return calls_to_rerun(self.val_ops, predictor)
+
+
+def predictor_ops(evaluation: EvalResult) -> dict[str, int]:
+    """Each predictor's op calls in `evaluation`'s traced runs, replayed ones included: what a change to its
+    prompt makes run again."""
+    counts = Counter(e.predictor for trace in evaluation.traces.values() for e in trace.events
+                     if isinstance(e, OpEvent) and e.predictor)
+    return dict(counts)
+
+
+def calls_to_rerun(ops: Mapping[str, int], predictor: str) -> int:
+    """The LM calls a run with `predictor` changed makes at least: its own op calls (`ops`, from a run of the
+    same cases), whose prompt changed. Those of the predictors after it re-run only where its outputs change,
+    which is not known before, so they are not counted: the estimate never stops work that would have fit."""
+    return ops.get(predictor, 0)
 
 
 @dataclass
@@ -81,6 +104,7 @@ class RoundOutcomeFull:
     program: dspy.Module
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     budget_hit: bool = False
+
 
 
 def _demo_pool(ctx: RoundContext, program: dspy.Module) -> list[EvalResult]:
@@ -127,6 +151,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         "round": number,
         "minibatch": [case.case_id for case in minibatch],
         "minibatch_score": evaluation.accuracy,
+        "minibatch_ops": predictor_ops(evaluation),
         "blame_counts": blame.counts(),
         "not_fixable": blame.not_fixable,
         "chosen_predictor": chosen,
@@ -222,6 +247,8 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
     parent = instructions_digest(instructions_of(program))
     current_mb = float(plan["minibatch_score"])
     checks = [LocalCase.from_dict(case) for case in plan.get("local_cases") or []] if ctx.local_check else []
+    mb_calls = calls_to_rerun(plan.get("minibatch_ops") or {}, chosen)
+    val_calls = ctx.validation_calls(chosen)
     finished: dict[int, dict[str, Any]] = {}
     handles: dict[int, TrialHandle] = {}
     scores: dict[int, float] = {}
@@ -240,7 +267,11 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
                     scores[i] = float(done.get("minibatch_score") or 0.0)
                 continue
             prior = ctx.ledger.partial_score(key)
-            if prior is None and ctx.budget.exhausted():
+            if prior is None and (ctx.budget.exhausted() or _short(ctx, mb_calls + val_calls)):
+                # what is left cannot carry this candidate through its minibatch and a validation: the calls go
+                # to validating the candidates scored so far, and the round resumes with a larger budget
+                log.info("round %d: candidates from %d on not evaluated: %s LM calls left, at least %d needed", number,
+                         i + 1, ctx.budget.left(), mb_calls + val_calls)
                 budget_hit = True
                 break
             attrs = {"round": number, "predictor": chosen, "candidate": i, "instruction": text,
@@ -286,8 +317,8 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             vals[i], accepts[i], whys[i] = None, False, gates[i].why
             if together and i == kinds[False]:
                 whys[i] = f"not validated alone: validated with the demos of candidate {kinds[True] + 1}"
-            elif gates[i].ok and ctx.budget.exhausted():
-                whys[i], budget_hit = "not validated: the LM-call budget is spent", True
+            elif gates[i].ok and (ctx.budget.exhausted() or _short(ctx, val_calls)):
+                whys[i], budget_hit = _not_validated(ctx, val_calls), True
             elif gates[i].ok:
                 val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[i]), ctx.valset).accuracy
                 decision = ctx.acceptance.on_valset(current_val, val)
@@ -304,7 +335,8 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             budget_hit = budget_hit or combined.why.startswith("not validated")
         lone = kinds[False] if together else None
         if (lone is not None and lone not in finished and best is None and combined is not None
-                and combined.val_score is not None and not combined.accepted and not ctx.budget.exhausted()):
+                and combined.val_score is not None and not combined.accepted and not ctx.budget.exhausted()
+                and not _short(ctx, val_calls)):
             # neither the demos nor the two together passed: the rewrite may still do better on its own
             val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[lone]), ctx.valset).accuracy
             decision = ctx.acceptance.on_valset(current_val, val)
@@ -380,8 +412,8 @@ def _combination(ctx: RoundContext, number: int, chosen: str, parent: str, progr
                                None, demos, COMBINED)
     handle = stack.enter_context(ctx.ledger.trial(key, {"round": number, "predictor": chosen, "instruction": text,
                                                         "demos": len(demos or []), "origin": COMBINED}))
-    if ctx.budget.exhausted():
-        why = "not validated: the LM-call budget is spent"
+    if ctx.budget.exhausted() or _short(ctx, ctx.validation_calls(chosen)):
+        why = _not_validated(ctx, ctx.validation_calls(chosen))
         handle.pruned(accepted=False, why=why)
         return CandidateRecord(text, None, None, False, why, None, demos, COMBINED)
     val = ctx.evaluator.evaluate(with_instruction(program, chosen, text, demos), ctx.valset).accuracy
@@ -396,3 +428,15 @@ def _combination(ctx: RoundContext, number: int, chosen: str, parent: str, progr
     handle.validated(val, accepted=accepted, why=why)
     log.info("round %d: the rewrite with the demos for %s: %s", number, chosen, why)
     return CandidateRecord(text, None, val, accepted, why, None, demos, COMBINED)
+
+
+def _short(ctx: RoundContext, calls: int) -> bool:
+    """True when fewer LM calls are left than `calls` (0: not known, never short)."""
+    left = ctx.budget.left()
+    return left is not None and 0 < calls and left < calls
+
+
+def _not_validated(ctx: RoundContext, calls: int) -> str:
+    if ctx.budget.exhausted():
+        return f"not validated: {ctx.budget.why_spent()}"
+    return f"not validated: {ctx.budget.left()} LM calls left, a validation takes at least {calls}"

@@ -56,7 +56,7 @@ from memtrace_opt.optimizers.program_io import (
 from memtrace_opt.optimizers.proposal import InstructionProposer, ReflectiveProposer
 from memtrace_opt.optimizers.qa import MemoryQA, unwrap_memory
 from memtrace_opt.optimizers.records import OptimizationResult, RoundRecord
-from memtrace_opt.optimizers.rounds import RoundContext, interrupted_round, run_round
+from memtrace_opt.optimizers.rounds import RoundContext, interrupted_round, predictor_ops, run_round
 from memtrace_opt.optimizers.selection import ModuleSelector, MostBlamed, RoundOutcome
 from memtrace_opt.optimizers.study import StudyLedger
 from memtrace_opt.optimizers.usage import counting
@@ -245,10 +245,14 @@ class MemTraceOptimizer(Teleprompter):
         ctx.demo_pool = order[:self.settings.demo_pool]
         baseline = ledger.get("baseline")
         if baseline is None:
-            baseline = {"val_accuracy": evaluator.evaluate(memory, val).accuracy}
+            result = evaluator.evaluate(memory, val)
+            baseline = {"val_accuracy": result.accuracy}
             ledger.put("baseline", baseline)
+            ledger.put("val_ops", predictor_ops(result))  # what a validation costs, per predictor changed
             ledger.put("lm_calls_total", prior_calls + budget.spent())
         log.info("baseline valset accuracy %.3f (%s)", baseline["val_accuracy"], study_name)
+        ctx.val_ops = dict(ledger.get("val_ops") or {})
+        least = min((n for n in map(ctx.validation_calls, ctx.predictors) if n > 0), default=0)
         evaluator.task_lm = guard(task_lm)
         program, current_val = memory, float(baseline["val_accuracy"])
         rounds: list[RoundRecord] = []
@@ -271,6 +275,12 @@ class MemTraceOptimizer(Teleprompter):
                 if budget.exhausted():
                     stop_reason = "time" if budget.out_of_time() else "budget"
                     break
+                left = budget.left()
+                if left is not None and left < least:  # not one candidate could be validated: keep the calls
+                    log.info("round %d not started: %d LM calls left, a validation takes at least %d", number, left,
+                             least)
+                    stop_reason = "budget"
+                    break
                 before = program
                 try:
                     outcome = run_round(ctx, number, program, current_val, self._minibatch(order, number), history)
@@ -285,7 +295,8 @@ class MemTraceOptimizer(Teleprompter):
                     verdicts.extend(outcome.verdicts)
                     ledger.put("lm_calls_total", prior_calls + budget.spent())
                     stop_reason = "time" if budget.out_of_time() else "budget"
-                    interrupted = interrupted_round(ledger, number, program, f"cut short: {budget.why_spent()}")
+                    why = budget.why_spent() or f"{budget.left()} LM calls left, too few to validate another candidate"
+                    interrupted = interrupted_round(ledger, number, program, f"cut short: {why}")
                     break
                 record = replace(record, lm_calls_total=prior_calls + budget.spent())
                 if record.accepted:
