@@ -167,3 +167,31 @@ def test_a_rewrite_is_validated_alone_when_neither_the_demos_nor_the_two_togethe
     assert not demos.accepted and not both.accepted and demos.val_score == both.val_score
     assert rule.origin == "pattern:date_form" and rule.accepted and rule.val_score > demos.val_score
     assert instructions_of(optimized)[ANSWER] == rule.instruction and demos_of(optimized)[ANSWER] == []
+
+
+def test_candidates_the_calls_left_cannot_validate_wait_for_a_resumed_run(examples, tmp_path):
+    """Nine validation questions take nine answer calls: with 16 calls left after the proposals, a candidate's
+    minibatch (9) and validation (9) do not fit, so none is evaluated; resumed with a larger budget, the round
+    evaluates them and takes the date rule, without running the baseline again."""
+    planted = "Answer the question from the context, in a few words."
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+
+    def run(budget: int) -> MemTraceOptimizer:
+        opt = MemTraceOptimizer.from_models(echo_models(), attribution="lineage", storage=storage,
+                                            study_name="short", settings=LoopSettings(
+                                                max_rounds=1, num_candidates=2, minibatch_size=9, max_demos=2,
+                                                max_lm_calls=budget))
+        opt.compile(with_instruction(LongContextMemory(), ANSWER, planted), trainset=examples, valset=examples)
+        return opt
+
+    short = run(29)
+    cut = short.result.manifest_part()["optimizer"]["interrupted"]
+    assert short.result.rounds == [] and short.result.lm_calls == 13  # the baseline's 9 and 4 reflection calls
+    assert cut["why"] == "cut short: 16 LM calls left, too few to validate another candidate"
+    assert [c["minibatch_score"] for c in cut["candidates"]] == [None, None]  # nothing spent on them
+    resumed = run(60)
+    first = resumed.result.rounds[0]
+    assert first.accepted and next(c for c in first.candidates if c.accepted).origin == "pattern:date_form"
+    # the baseline and the proposals come from the study: the resumed run's calls are the candidate's minibatch
+    # and its validation
+    assert resumed.result.lm_calls_by_role == {"task": 18} and resumed.result.lm_calls == 13 + 18
