@@ -182,7 +182,9 @@ def _warm_context(student: Any, conversations: Sequence[Any], models: Models) ->
 
 
 def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], val: list[Any], models: Models,
-          context: QAContext, metric: AnswerMetric) -> tuple[Any, int, int, bool, int, dict[str, Any]]:
+          context: QAContext, metric: AnswerMetric) -> tuple[Any, int, int, str | None, int, dict[str, Any]]:
+    """Our loop on the request; returns the program, LM calls, tokens, what stopped it ("calls", "time" or None
+    for its own stop), the calls to its best program and its rounds."""
     method = "blame_response" if name == "blame_response" else request.attribution
     settings = LoopSettings(**{**request.loop.to_dict(), "max_lm_calls": request.budget,
                                "max_seconds": request.time_budget})
@@ -198,8 +200,9 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     details = {k: v for k, v in part.items() if k in ("baseline", "rounds")}
     if "interrupted" in part["optimizer"]:
         details["interrupted"] = part["optimizer"]["interrupted"]
-    stopped = result.stop_reason in ("budget", "time")
-    return program, result.lm_calls, result.tokens, stopped, result.calls_to_best, details
+    # "budget" also when it stopped with calls left that could not take another candidate to a validation
+    stopped_by = {"budget": "calls", "time": "time"}.get(result.stop_reason)
+    return program, result.lm_calls, result.tokens, stopped_by, result.calls_to_best, details
 
 
 def _write_tables(out: Path, request: CompareRequest, splits: Any, metric: AnswerMetric, baseline: float,
@@ -250,12 +253,13 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         log.info("%s: running %s (budget %d LM calls)", request.system, name, request.budget)
         started = time.perf_counter()
         meter = LMBudget(models.usage, None, METERED_ROLES)
-        stopped, error, program, to_best = False, None, student, None
+        stopped, error, program, to_best, ours_stop = False, None, student, None, None
         details: dict[str, Any] = {}
         try:
             if name in OURS:
-                program, calls, tokens, stopped, to_best, details = _ours(name, request, student, train, val, models,
-                                                                          context, metric)
+                program, calls, tokens, ours_stop, to_best, details = _ours(name, request, student, train, val,
+                                                                            models, context, metric)
+                stopped = ours_stop is not None
             else:
                 run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
                                    context=context, seed=request.seed, max_seconds=request.time_budget)
@@ -264,7 +268,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
             log.exception("%s failed", name)
             calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
-        stopped_by = ("calls" if calls >= request.budget else "time") if stopped else None
+        stopped_by = ours_stop or (("calls" if calls >= request.budget else "time") if stopped else None)
         accuracy, paired, answers = None, None, None
         if error is None:
             after = tester.evaluate(program, test_cases)

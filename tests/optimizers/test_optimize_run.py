@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -144,6 +145,9 @@ def test_compare_tells_a_stop_on_the_call_budget_from_one_on_the_clock(tmp_path,
                              loop=LoopSettings(num_candidates=2, minibatch_size=5))
     (ours,) = compare_optimizers(request, models=models).rows
     assert ours.stopped_by_budget and ours.stopped_by == "calls" and ours.lm_calls >= 3
+    # a loop that stops with calls left, too few to validate a candidate, stopped on the call budget too
+    (kept,) = compare_optimizers(replace(request, budget=10, out=tmp_path / "cmp10"), models=models).rows
+    assert kept.stopped_by_budget and kept.stopped_by == "calls" and kept.lm_calls < 10 and not kept.details["rounds"]
 
 
 def test_cli_compare_prints_each_row_question_by_question(tmp_path, monkeypatch, capsys):
