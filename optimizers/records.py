@@ -3,7 +3,7 @@
 
     {round, blame_counts: {predictor: n}, not_fixable: {op_name: n}, chosen_predictor, previous_instruction,
      candidates: [{instruction, minibatch_score, val_score, accepted, why[, local][, demos][, origin]}],
-     accepted, val_accuracy,
+     accepted, val_accuracy, findings: [{pattern, cases}],
      lm_calls, seconds}
 
 A candidate for an upstream predictor carries `local: {blamed, fixed, kept, broken, lm_calls}`, its local check
@@ -85,6 +85,7 @@ class RoundRecord:
     lm_calls: int
     seconds: float = 0.0
     lm_calls_total: int | None = None  # the optimization's LM calls when the round ended (baseline included)
+    findings: list[dict[str, Any]] = field(default_factory=list)  # the diagnosis: [{pattern, cases}]
 
     @property
     def accepted_instruction(self) -> str | None:
@@ -108,6 +109,7 @@ class RoundRecord:
             "lm_calls": self.lm_calls,
             "lm_calls_total": self.lm_calls_total,
             "seconds": round(self.seconds, 2),
+            "findings": [dict(f) for f in self.findings],
         }
 
     @classmethod
@@ -124,6 +126,7 @@ class RoundRecord:
             lm_calls=int(data.get("lm_calls", 0)),
             seconds=float(data.get("seconds", 0.0)),
             lm_calls_total=int(data["lm_calls_total"]) if data.get("lm_calls_total") is not None else None,
+            findings=[dict(f) for f in data.get("findings") or []],
         )
 
 

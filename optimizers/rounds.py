@@ -194,6 +194,7 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
         val_accuracy=new_val,
         lm_calls=ctx.budget.spent() - spent_before,
         seconds=time.perf_counter() - started,
+        findings=list((plan.get("evidence") or {}).get("findings") or []),
     )
     return RoundOutcomeFull(record, new_program, list(plan.get("verdicts") or []), budget_hit)
 

@@ -116,6 +116,9 @@ def test_the_loop_accepts_a_patterns_rule_where_the_reflection_lm_only_echoes(ex
     assert first.accepted and first.val_accuracy > opt.result.baseline_val
     taken = next(c for c in first.candidates if c.accepted)
     assert taken.origin == "pattern:date_form"
+    # the manifest's round says what the diagnosis found, and in which cases
+    dates = next(f for f in first.to_dict()["findings"] if f["pattern"] == "date_form")
+    assert dates["cases"] and all(case.endswith("-when") for case in dates["cases"])
     assert instructions_of(optimized)[ANSWER] == taken.instruction and "date" in taken.instruction.lower()
 
 

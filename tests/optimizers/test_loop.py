@@ -9,7 +9,7 @@ from memtrace_opt.optimizers.records import RoundRecord
 from memtrace_opt.programs.mem0 import Mem0Memory
 
 ROUND_KEYS = {"round", "blame_counts", "not_fixable", "chosen_predictor", "previous_instruction", "candidates",
-              "accepted", "val_accuracy", "lm_calls", "lm_calls_total", "seconds"}
+              "accepted", "val_accuracy", "lm_calls", "lm_calls_total", "seconds", "findings"}
 CANDIDATE_KEYS = {"instruction", "minibatch_score", "val_score", "accepted", "why"}
 
 
