@@ -249,7 +249,10 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
     current_mb = float(plan["minibatch_score"])
     checks = [LocalCase.from_dict(case) for case in plan.get("local_cases") or []] if ctx.local_check else []
     mb_calls = calls_to_rerun(plan.get("minibatch_ops") or {}, chosen)
-    val_calls = ctx.validation_calls(chosen)
+    # a candidate's validation re-runs the valset questions its minibatch run did not answer already (the memo
+    # keeps those): with the valset the training set, as `memtrace optimize` without --val has it, they overlap
+    shared = {case.case_id for case in minibatch} & {case.case_id for case in ctx.valset}
+    val_calls = ctx.validation_calls(chosen) * (len(ctx.valset) - len(shared)) // max(1, len(ctx.valset))
     finished: dict[int, dict[str, Any]] = {}
     handles: dict[int, TrialHandle] = {}
     scores: dict[int, float] = {}
@@ -306,6 +309,7 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             kinds.setdefault(candidates[i][1] is not None, i)
         contenders = sorted(kinds.values(), key=lambda i: (-scores[i], i))
         gates = {i: ctx.acceptance.on_minibatch(current_mb, scores[i]) for i in contenders}
+        cut: set[int] = set()  # passed the minibatch, not validated for want of calls: resumed from their score
         together = len(kinds) == 2 and all(gate.ok for gate in gates.values())
         vals: dict[int, float | None] = {}
         accepts: dict[int, bool] = {}
@@ -320,6 +324,7 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
                 whys[i] = f"not validated alone: validated with the demos of candidate {kinds[True] + 1}"
             elif gates[i].ok and (ctx.budget.exhausted() or _short(ctx, val_calls)):
                 whys[i], budget_hit = _not_validated(ctx, val_calls), True
+                cut.add(i)
             elif gates[i].ok:
                 val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[i]), ctx.valset).accuracy
                 decision = ctx.acceptance.on_valset(current_val, val)
@@ -333,11 +338,17 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             rival = vals[best] if best is not None else None
             combined = _combination(ctx, number, chosen, parent, program, (candidates[kinds[False]][0],
                                     candidates[kinds[True]][1]), rival, current_val, stack)
-            budget_hit = budget_hit or combined.why.startswith("not validated")
+            # cut for want of calls after the demos passed: the round stands with the demos, and the next round
+            # proposes its rewrites on top of them; before they passed, the round resumes
+            budget_hit = budget_hit or (combined.why.startswith("not validated") and best is None)
         lone = kinds[False] if together else None
         if (lone is not None and lone not in finished and best is None and combined is not None
-                and combined.val_score is not None and not combined.accepted and not ctx.budget.exhausted()
-                and not _short(ctx, val_calls)):
+                and combined.val_score is not None and not combined.accepted
+                and (ctx.budget.exhausted() or _short(ctx, val_calls))):
+            whys[lone], budget_hit = _not_validated(ctx, val_calls), True
+            cut.add(lone)
+        elif (lone is not None and lone not in finished and best is None and combined is not None
+                and combined.val_score is not None and not combined.accepted):
             # neither the demos nor the two together passed: the rewrite may still do better on its own
             val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[lone]), ctx.valset).accuracy
             decision = ctx.acceptance.on_valset(current_val, val)
@@ -383,7 +394,7 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
                                          origin)
             if record.val_score is not None:
                 handles[i].validated(record.val_score, accepted=record.accepted, why=record.why)
-            else:
+            elif i not in cut:  # a cut one stays unfinished: a resumed run validates it from its minibatch score
                 handles[i].pruned(accepted=False, why=record.why)
             records.append(record)
         if combined is not None:
@@ -411,12 +422,11 @@ def _combination(ctx: RoundContext, number: int, chosen: str, parent: str, progr
     if done is not None:
         return CandidateRecord(text, None, done.get("val_score"), bool(done.get("accepted")), str(done.get("why", "")),
                                None, demos, COMBINED)
+    if ctx.budget.exhausted() or _short(ctx, ctx.validation_calls(chosen)):  # no trial: a resumed run tries it
+        return CandidateRecord(text, None, None, False, _not_validated(ctx, ctx.validation_calls(chosen)), None,
+                               demos, COMBINED)
     handle = stack.enter_context(ctx.ledger.trial(key, {"round": number, "predictor": chosen, "instruction": text,
                                                         "demos": len(demos or []), "origin": COMBINED}))
-    if ctx.budget.exhausted() or _short(ctx, ctx.validation_calls(chosen)):
-        why = _not_validated(ctx, ctx.validation_calls(chosen))
-        handle.pruned(accepted=False, why=why)
-        return CandidateRecord(text, None, None, False, why, None, demos, COMBINED)
     val = ctx.evaluator.evaluate(with_instruction(program, chosen, text, demos), ctx.valset).accuracy
     decision = ctx.acceptance.on_valset(current_val, val)
     accepted = decision.ok and (rival is None or val > rival)

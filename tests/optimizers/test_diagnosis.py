@@ -173,9 +173,9 @@ def test_a_rewrite_is_validated_alone_when_neither_the_demos_nor_the_two_togethe
 
 
 def test_candidates_the_calls_left_cannot_validate_wait_for_a_resumed_run(examples, tmp_path):
-    """Nine validation questions take nine answer calls: with 16 calls left after the proposals, a candidate's
-    minibatch (9) and validation (9) do not fit, so none is evaluated; resumed with a larger budget, the round
-    evaluates them and takes the date rule, without running the baseline again."""
+    """A candidate's minibatch takes nine answer calls (its validation on the same nine questions replays them):
+    with 8 calls left after the proposals none is evaluated; resumed with a larger budget, the round evaluates
+    them and takes the date rule, without running the baseline again."""
     planted = "Answer the question from the context, in a few words."
     storage = f"sqlite:///{tmp_path / 'study.db'}"
 
@@ -187,10 +187,10 @@ def test_candidates_the_calls_left_cannot_validate_wait_for_a_resumed_run(exampl
         opt.compile(with_instruction(LongContextMemory(), ANSWER, planted), trainset=examples, valset=examples)
         return opt
 
-    short = run(29)
+    short = run(21)
     cut = short.result.manifest_part()["optimizer"]["interrupted"]
     assert short.result.rounds == [] and short.result.lm_calls == 13  # the baseline's 9 and 4 reflection calls
-    assert cut["why"] == "cut short: 16 LM calls left, too few to validate another candidate"
+    assert cut["why"] == "cut short: 8 LM calls left, too few to validate another candidate"
     assert [c["minibatch_score"] for c in cut["candidates"]] == [None, None]  # nothing spent on them
     resumed = run(60)
     first = resumed.result.rounds[0]
@@ -198,3 +198,25 @@ def test_candidates_the_calls_left_cannot_validate_wait_for_a_resumed_run(exampl
     # the baseline and the proposals come from the study: the resumed run's calls are the candidate's minibatch
     # and its validation
     assert resumed.result.lm_calls_by_role == {"task": 18} and resumed.result.lm_calls == 13 + 18
+
+
+def test_the_calls_left_are_counted_without_the_valset_questions_the_minibatch_answered(examples, tmp_path):
+    """Valset and training set are the same nine questions (as `memtrace optimize` without --val has them): a
+    candidate's validation replays its minibatch answers, so the demos are evaluated and validated with the 33
+    calls; the rewrite with the demos, a new prompt on all nine, is not, and the round stands with the demos."""
+    planted = "Answer the question from the context, in a few words."
+
+    def shy_who(call):
+        if call.inputs.get("question", "").startswith("Who") and len(call.messages) <= 2:
+            return {"answer": "I don't know"}
+        return answer(call)
+
+    opt = MemTraceOptimizer.from_models(echo_models(shy_who), attribution="lineage", settings=LoopSettings(
+        max_rounds=2, num_candidates=1, minibatch_size=9, max_demos=2, min_val_questions=1, max_lm_calls=33))
+    opt.compile(with_instruction(LongContextMemory(), ANSWER, planted), trainset=examples, valset=examples)
+    (first,) = opt.result.rounds
+    rule, demos, both = first.candidates
+    assert demos.accepted and rule.val_score is None
+    assert both.val_score is None and both.why == "not validated: 4 LM calls left, a validation takes at least 9"
+    assert opt.result.stop_reason == "budget" and opt.result.lm_calls == 29
+    assert "interrupted" not in opt.result.manifest_part()["optimizer"]  # the round is done, not cut short
