@@ -314,6 +314,19 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
         vals: dict[int, float | None] = {}
         accepts: dict[int, bool] = {}
         whys: dict[int, str] = {}
+
+        def validate(i: int) -> None:
+            """Candidate `i` on the valset, or marked cut when the calls left cannot take it there."""
+            nonlocal budget_hit
+            if ctx.budget.exhausted() or _short(ctx, val_calls):
+                whys[i], budget_hit = _not_validated(ctx, val_calls), True
+                cut.add(i)
+                return
+            val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[i]), ctx.valset).accuracy
+            decision = ctx.acceptance.on_valset(current_val, val)
+            vals[i], accepts[i], whys[i] = val, decision.ok, decision.why
+            log.info("round %d candidate %d for %s: %s", number, i + 1, chosen, decision.why)
+
         for i in contenders:
             if i in finished:
                 vals[i], accepts[i] = finished[i].get("val_score"), bool(finished[i].get("accepted"))
@@ -322,14 +335,8 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             vals[i], accepts[i], whys[i] = None, False, gates[i].why
             if together and i == kinds[False]:
                 whys[i] = f"not validated alone: validated with the demos of candidate {kinds[True] + 1}"
-            elif gates[i].ok and (ctx.budget.exhausted() or _short(ctx, val_calls)):
-                whys[i], budget_hit = _not_validated(ctx, val_calls), True
-                cut.add(i)
             elif gates[i].ok:
-                val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[i]), ctx.valset).accuracy
-                decision = ctx.acceptance.on_valset(current_val, val)
-                vals[i], accepts[i], whys[i] = val, decision.ok, decision.why
-                log.info("round %d candidate %d for %s: %s", number, i + 1, chosen, decision.why)
+                validate(i)
         passed = [i for i in contenders if accepts[i]]
         decided = [i for i in passed if i in finished]  # accepted before the run was cut: that decision stands
         best = decided[0] if decided else max(passed, key=lambda i: (vals[i] or 0.0, scores[i], -i)) if passed else None
@@ -343,18 +350,9 @@ def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: d
             budget_hit = budget_hit or (combined.why.startswith("not validated") and best is None)
         lone = kinds[False] if together else None
         if (lone is not None and lone not in finished and best is None and combined is not None
-                and combined.val_score is not None and not combined.accepted
-                and (ctx.budget.exhausted() or _short(ctx, val_calls))):
-            whys[lone], budget_hit = _not_validated(ctx, val_calls), True
-            cut.add(lone)
-        elif (lone is not None and lone not in finished and best is None and combined is not None
                 and combined.val_score is not None and not combined.accepted):
-            # neither the demos nor the two together passed: the rewrite may still do better on its own
-            val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[lone]), ctx.valset).accuracy
-            decision = ctx.acceptance.on_valset(current_val, val)
-            vals[lone], accepts[lone], whys[lone] = val, decision.ok, decision.why
-            log.info("round %d candidate %d for %s alone: %s", number, lone + 1, chosen, decision.why)
-            if decision.ok:
+            validate(lone)  # neither the demos nor the two together passed: the rewrite may still do better alone
+            if accepts[lone]:
                 passed, best = [lone], lone
         if combined is not None and combined.accepted:
             for i in passed:
@@ -422,9 +420,9 @@ def _combination(ctx: RoundContext, number: int, chosen: str, parent: str, progr
     if done is not None:
         return CandidateRecord(text, None, done.get("val_score"), bool(done.get("accepted")), str(done.get("why", "")),
                                None, demos, COMBINED)
-    if ctx.budget.exhausted() or _short(ctx, ctx.validation_calls(chosen)):  # no trial: a resumed run tries it
-        return CandidateRecord(text, None, None, False, _not_validated(ctx, ctx.validation_calls(chosen)), None,
-                               demos, COMBINED)
+    calls = ctx.validation_calls(chosen)  # all of them: no minibatch run answered any under this prompt
+    if ctx.budget.exhausted() or _short(ctx, calls):  # no trial: a resumed run tries it
+        return CandidateRecord(text, None, None, False, _not_validated(ctx, calls), None, demos, COMBINED)
     handle = stack.enter_context(ctx.ledger.trial(key, {"round": number, "predictor": chosen, "instruction": text,
                                                         "demos": len(demos or []), "origin": COMBINED}))
     val = ctx.evaluator.evaluate(with_instruction(program, chosen, text, demos), ctx.valset).accuracy

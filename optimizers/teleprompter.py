@@ -79,8 +79,8 @@ class LoopSettings:
     a demo of the step that writes the answers shows only the lines of its long context around the answer
     (`demo_context.py`); `validate_ties` sends a candidate that ties the current minibatch score to the
     valset too (acceptance still needs a valset gain); with `pattern_rules`, the proposal slots the reflection
-    LM's replies leave empty go to the rules of the mistakes diagnosed in the blamed answers (`diagnosis.py`); `min_val_gain` is the valset gain (accuracy, 0-1) a
-    candidate must exceed to be accepted: 0, any gain; `min_val_questions` is the net number of validation
+    LM's replies leave empty go to the rules of the mistakes diagnosed in the blamed answers (`diagnosis.py`);
+    `min_val_gain` is the valset gain (accuracy, 0-1) a candidate must exceed to be accepted: 0, any gain; `min_val_questions` is the net number of validation
     questions it must gain (answered right that were wrong, less the reverse), 2 by default: in our runs six
     accepted steps that gained exactly one validation question came to -6 held-out questions together."""
 
