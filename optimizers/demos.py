@@ -16,6 +16,8 @@ the predictor gets wrong.
 The calls come from the round's minibatch and from a pool of training cases traced once for the purpose
 (`LoopSettings.demo_pool`): a minibatch of eight often has no correct case at all (round 1 of a long_context run
 scored 0.000 and so had no demos candidate), while a training conversation's other questions do.
+A demo an earlier round offered the predictor and the program did not take is not offered again (the
+round passes it as `exclude`): while the program is unchanged the same calls would rank first round after round.
 Only the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the program is untouched. A demo of
 the step that writes the answers can be shown compact: its long context cut to the lines around its answer
 (`demo_context.py`).

@@ -181,6 +181,30 @@ def test_a_rewrite_ahead_on_the_minibatch_is_validated_with_the_demos_and_must_b
     assert len(demos_of(optimized)[ANSWER]) == 2 and instructions_of(optimized)[ANSWER] == first.previous_instruction
 
 
+def test_demos_a_round_offered_and_the_program_did_not_take_are_not_offered_again(examples):
+    """The model answers "What ..." questions and no others, demos or not: no demos candidate wins, and each
+    round offers demos no round before it offered (without this, round 2 offers round 1's again)."""
+    def stubborn_answer(call: FakeCall) -> dict:
+        return answer(call) if call.inputs.get("question", "").startswith("What") else {"answer": "I don't know"}
+
+    engine = FakeEngine(skills=[Skill(("new_instruction",), reflect, name="reflect"),
+                                Skill(("rules",), add_rules, name="add-rules"),
+                                Skill(("answer",), stubborn_answer, name="answer"), *default_skills()])
+    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
+        max_rounds=3, patience=3, num_candidates=1, minibatch_size=9, max_demos=1, validate_ties=True))
+    optimized = opt.compile(Mem0Memory(), trainset=examples, valset=examples)
+    offered = [[c.demos for c in r.candidates if c.demos is not None and c.origin != "combined"]
+               for r in opt.result.rounds]
+    assert [r.chosen_predictor for r in opt.result.rounds] == [ANSWER] * 3 and not any(
+        r.accepted for r in opt.result.rounds)
+    assert [len(each) for each in offered[:2]] == [1, 1]  # a demos candidate in rounds 1 and 2 (one demo each)
+    questions = [candidate[0][0]["question"] for candidate in offered if candidate]
+    assert len(questions) >= 2 and len(set(questions)) == len(questions)  # never the same demo twice
+    assert all(q.startswith("What") for q in questions)  # each from a call that served a correct answer
+    assert demos_of(optimized)[ANSWER] == []
+
+
 def test_without_demos_the_round_has_only_the_proposals(examples):
     models, _ = shy_models()
     opt = MemTraceOptimizer.from_models(models, settings=LoopSettings(max_rounds=1, num_candidates=2,
