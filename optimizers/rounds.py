@@ -119,19 +119,17 @@ def _demo_pool(ctx: RoundContext, program: dspy.Module) -> list[EvalResult]:
     return ctx.pool_results
 
 
-def _offered_before(ledger: StudyLedger, number: int, chosen: str, program: dspy.Module) -> list[dict[str, Any]]:
-    """The demos rounds before `number` offered `chosen` that `program` does not have: their candidate was not
-    taken, so they are not offered again. Without this a round offers the demos a round before it was refused
-    (the calls ranked most like the blamed ones can come first again while the program is unchanged): in a
-    400-call long_context run round 4 offered again a four-demo set an earlier round had been refused, and
-    spent its only demos candidate on it. Read from the rounds' plans in the study, so a resumed run excludes
-    what the rounds before it offered."""
-    have = demos_of(program)[chosen]
+def _offered_before(ledger: StudyLedger, number: int, chosen: str) -> list[dict[str, Any]]:
+    """The demos rounds before `number` offered `chosen`, read from their plans in the study (so a resumed run
+    has them too). Passed as `predictor_demos(exclude=...)`: those the program took it has, and any demo the
+    predictor has is skipped anyway; the others were refused and are not offered again. Without this the calls
+    ranked most like a round's blamed ones can come first again while the program is unchanged: in a 400-call
+    long_context run round 4 spent its only demos candidate on a four-demo set an earlier round had been refused."""
     offered: list[dict[str, Any]] = []
     for earlier in range(1, number):
         plan = ledger.get(f"round:{earlier}") or {}
         if plan.get("chosen_predictor") == chosen:
-            offered += [demo for demo in plan.get("demos") or () if demo not in have and demo not in offered]
+            offered += [demo for demo in plan.get("demos") or () if demo not in offered]
     return offered
 
 
@@ -160,7 +158,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
             sources = [evaluation, *_demo_pool(ctx, program)]
             new_demos = predictor_demos(program, chosen, sources, ctx.evaluator.memo, max_demos=ctx.max_demos,
                                         max_chars=ctx.demo_chars, max_total_chars=ctx.demo_budget_chars,
-                                        exclude=_offered_before(ctx.ledger, number, chosen, program),
+                                        exclude=_offered_before(ctx.ledger, number, chosen),
                                         like=[case.shown for case in evidence.failures],
                                         compact=ctx.compact_demos and writes_answers(chosen, sources))
             demos = [*demos_of(program)[chosen], *new_demos] if new_demos else []
