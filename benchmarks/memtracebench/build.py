@@ -284,8 +284,15 @@ _STRING_COLUMNS = ("case_id", "system", "dataset", "sample_id", "question_id", "
 
 
 def _save_hf(path: Path, rows: list[dict[str, Any]]) -> None:
-    """The cases as a Hugging Face dataset; `label` and `injection` as JSON text (their shapes vary)."""
-    import datasets
+    """The cases as a Hugging Face dataset; `label` and `injection` as JSON text (their shapes vary).
+
+    Skipped, with a log line, where `datasets` is not installed (the `hf` extra): cases.jsonl holds the same rows.
+    """
+    try:
+        import datasets
+    except ImportError:
+        log.info("not writing %s: the Hugging Face export needs pip install 'memtrace-opt[hf]'", path)
+        return
 
     features = datasets.Features({
         **{name: datasets.Value("string") for name in _STRING_COLUMNS},
