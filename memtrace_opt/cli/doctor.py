@@ -15,7 +15,7 @@ from rich.table import Table
 
 from memtrace_opt.cli import app
 from memtrace_opt.cli.options import ConfigOption, LmApiBaseOption, LmOption, roles_from_cli
-from memtrace_opt.errors import MemtraceError, ModelUnavailable
+from memtrace_opt.errors import ConfigError, MemtraceError, ModelUnavailable
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec
 from memtrace_opt.lm.weights import PartFinder, find_installed_part
 
@@ -90,13 +90,17 @@ def _join_with_progress(engine: Any, console: Console) -> Any:
 
 
 def _embedded_checks(spec: ModelSpec, console: Console, finder: PartFinder, timings: dict[str, float]) -> list[Check]:
-    from memtrace_opt.lm.embedded import LLAMA_INSTALL, EmbeddedEngine, require_llama_cpp
+    from memtrace_opt.lm.embedded import LLAMA_INSTALL, EmbeddedEngine, EngineLevers, require_llama_cpp
     from memtrace_opt.lm.weights import is_verified, parts_status, target_path
 
     checks = [attempt("llama_cpp importable", lambda: f"llama-cpp-python {require_llama_cpp().__version__}")]
     if not checks[0].ok:
         checks[0] = dataclasses.replace(checks[0], status="MISSING", fix=LLAMA_INSTALL)
-    engine = EmbeddedEngine(spec.model, finder=finder, n_ctx=int(spec.extra.get("n_ctx", 8192)))
+    try:
+        levers = EngineLevers.from_mapping(dict(spec.extra))
+    except ValueError as exc:
+        raise ConfigError(f"models.task.extra.{exc}") from None
+    engine = EmbeddedEngine(spec.model, finder=finder, n_ctx=int(spec.extra.get("n_ctx", 8192)), levers=levers)
     parts = engine.choice.parts
     if parts is not None:
 
@@ -124,7 +128,10 @@ def _embedded_checks(spec: ModelSpec, console: Console, finder: PartFinder, timi
         timings["load_s"] = round(time.perf_counter() - started, 2)
         return f"loaded in {timings['load_s']:.1f}s (n_ctx={loaded.n_ctx})"
 
-    for name, fn in (("model file", model_file), ("model loads", load)):
+    def engine_levers() -> str:
+        return ", ".join(f"{name} {value}" for name, value in levers.describe().items())
+
+    for name, fn in (("model file", model_file), ("model loads", load), ("engine levers", engine_levers)):
         checks.append(attempt(name, fn))
         if not checks[-1].ok:
             break

@@ -8,10 +8,12 @@ serializes calls, since a llama.cpp context must be used by one thread at a time
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -117,6 +119,69 @@ def resolve_gguf(
     return choice.path
 
 
+@dataclass(frozen=True)
+class EngineLevers:
+    """How the embedded engine runs llama.cpp (each lever measured in benchmarks/bench_engine.py).
+
+    - `prefix_cache_mb`: keep the KV state of earlier calls (up to this many MiB) and start each call from the one
+      sharing the longest token prefix, so a predictor's system prompt and demos are read once, not again after
+      every other predictor's call. 0 reuses only the previous call's prefix (llama-cpp-python's default).
+    - `grammar`: decode a ChatAdapter reply under a grammar built from its output fields' types
+      (`memtrace_opt.lm.grammar`), lists and strings bounded, so it always parses and stops.
+    - `n_threads` / `n_threads_batch`: decode and prompt-reading threads (default: every core).
+    - `n_batch`: prompt tokens evaluated per batch; `flash_attn`: llama.cpp's flash attention kernel.
+    """
+
+    prefix_cache_mb: int = 1024
+    grammar: bool = True
+    n_threads: int | None = None
+    n_threads_batch: int | None = None
+    n_batch: int = 512
+    flash_attn: bool = False
+    max_list_items: int = 24
+    max_string_chars: int = 0
+
+    KEYS = ("prefix_cache_mb", "grammar", "n_threads", "n_threads_batch", "n_batch", "flash_attn",
+            "max_list_items", "max_string_chars")
+
+    @classmethod
+    def off(cls) -> EngineLevers:
+        """The engine as it ran before these levers: previous-call prefix only, no grammar."""
+        return cls(prefix_cache_mb=0, grammar=False)
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> EngineLevers:
+        """Levers from a role's `extra` (unknown keys are the caller's business; wrong types raise ValueError)."""
+        known = {k: values[k] for k in cls.KEYS if k in values}
+        out: dict[str, Any] = {}
+        for key, value in known.items():
+            if key in ("grammar", "flash_attn"):
+                if not isinstance(value, bool):
+                    raise ValueError(f"{key}: expected true or false, got {value!r}")
+                out[key] = value
+            elif value is None and key in ("n_threads", "n_threads_batch"):
+                out[key] = None
+            else:
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"{key}: expected a whole number >= 0, got {value!r}")
+                out[key] = value
+        return cls(**out)
+
+    def construction(self) -> tuple[Any, ...]:
+        """The levers that shape the llama.cpp context (a model loads once per distinct tuple)."""
+        return (self.n_threads, self.n_threads_batch, self.n_batch, self.flash_attn)
+
+    def describe(self) -> dict[str, Any]:
+        cores = os.cpu_count()
+        return {
+            "prefix_cache": f"{self.prefix_cache_mb} MiB" if self.prefix_cache_mb else "off (previous call only)",
+            "grammar": "on" if self.grammar else "off",
+            "threads": f"{self.n_threads or cores} decode, {self.n_threads_batch or cores} prompt",
+            "n_batch": self.n_batch,
+            "flash_attn": "on" if self.flash_attn else "off",
+        }
+
+
 @dataclass
 class LoadedModel:
     """One llama.cpp model shared by the process, with the lock every call must hold."""
@@ -125,23 +190,73 @@ class LoadedModel:
     lock: threading.Lock
     path: Path
     n_ctx: int
+    cache: Any = None  # the PrefixStateCache attached to `llama`, if any
 
 
-_LOADED: dict[tuple[str, int], LoadedModel] = {}
+@dataclass
+class PromptReuse:
+    """What the last call could skip: `cached` of its `prompt` tokens came from kept KV state."""
+
+    prompt: int = 0
+    cached: int = 0
+
+
+@dataclass(frozen=True)
+class Timings:
+    """llama.cpp's own count of one call: prompt tokens evaluated and decoded tokens, with their seconds."""
+
+    prefilled: int = 0
+    prefill_s: float = 0.0
+    decoded: int = 0
+    decode_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class CallStats:
+    """One embedded call: prompt tokens, how many came from kept state, and llama.cpp's own timings."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    prefill_tokens: int
+    prefill_s: float
+    decode_s: float
+    seconds: float
+    finish_reason: str
+    grammar: bool
+
+
+def _new_llama(**kwargs: Any) -> Any:
+    """A llama.cpp model: `PrefixLlama` (llama_cpp.Llama keeping slim states and per-call counters)."""
+    require_llama_cpp()
+    from memtrace_opt.lm._llama_state import PrefixLlama
+
+    return PrefixLlama(**kwargs)
+
+
+_LOADED: dict[tuple[Any, ...], LoadedModel] = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def load_model(path: Path, n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None) -> LoadedModel:
-    """Load `path` once per process for each n_ctx; later calls return the same LoadedModel."""
-    key = (str(path.resolve()), n_ctx)
+def load_model(
+    path: Path, n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None, levers: EngineLevers | None = None
+) -> LoadedModel:
+    """Load `path` once per process for each n_ctx and context levers; later calls return the same LoadedModel."""
+    levers = levers or EngineLevers()
+    if n_threads is not None and levers.n_threads is None:
+        levers = dataclasses.replace(levers, n_threads=n_threads)
+    key = (str(path.resolve()), n_ctx, *levers.construction())
     with _LOADED_LOCK:
         if key not in _LOADED:
-            llama_cpp = require_llama_cpp()
-            logger.info("loading %s (n_ctx=%d)", path, n_ctx)
-            llama = llama_cpp.Llama(
+            logger.info("loading %s (n_ctx=%d, %s)", path, n_ctx, levers.describe())
+            cores = os.cpu_count()
+            llama = _new_llama(
                 model_path=str(path),
                 n_ctx=n_ctx,
-                n_threads=n_threads or os.cpu_count(),
+                n_threads=levers.n_threads or cores,
+                n_threads_batch=levers.n_threads_batch or cores,
+                n_batch=levers.n_batch,
+                flash_attn=levers.flash_attn,
                 seed=SEED,
                 verbose=False,
             )
@@ -171,7 +286,8 @@ class EmbeddedEngine:
     """A dspy engine (complete/stream/close) over an in-process llama.cpp model.
 
     Construction is cheap; `prepare()` resolves the weights and imports llama_cpp (raising
-    ModelUnavailable with the fix), and the model itself loads on the first call.
+    ModelUnavailable with the fix), and the model itself loads on the first call. `levers` say how llama.cpp
+    runs (`EngineLevers`); `record_stats=True` keeps a `CallStats` per call in `stats` (the engine benchmark).
     """
 
     def __init__(
@@ -180,15 +296,22 @@ class EmbeddedEngine:
         *,
         n_ctx: int = DEFAULT_N_CTX,
         n_threads: int | None = None,
+        levers: EngineLevers | None = None,
         finder: PartFinder = find_installed_part,
         directory: Path | None = None,
+        record_stats: bool = False,
     ) -> None:
         self.choice = parse_choice(model)
         self.n_ctx = n_ctx
-        self.n_threads = n_threads
+        self.levers = levers or EngineLevers()
+        if n_threads is not None:
+            self.levers = dataclasses.replace(self.levers, n_threads=n_threads)
+        self.n_threads = self.levers.n_threads
         self._finder = finder
         self._directory = directory
         self._path: Path | None = None
+        self.stats: list[CallStats] | None = [] if record_stats else None
+        self._grammars: dict[tuple[str, str], Any] = {}
 
     @property
     def model_tag(self) -> str:
@@ -207,7 +330,58 @@ class EmbeddedEngine:
         return self._path
 
     def loaded(self) -> LoadedModel:
-        return load_model(self.prepare(), self.n_ctx, self.n_threads)
+        return load_model(self.prepare(), self.n_ctx, levers=self.levers)
+
+    def _grammar(self, messages: list[dict[str, str]]) -> tuple[Any, Any]:
+        """(LlamaGrammar, ReplyFormat) of a ChatAdapter prompt, built once per system prompt and reply format;
+        (None, None) for any other prompt."""
+        from memtrace_opt.lm.grammar import GrammarBounds, reply_format
+
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+        last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        tail = last_user[last_user.rfind("Respond with"):] if "Respond with" in last_user else ""
+        key = (system, tail)
+        if key not in self._grammars:
+            found = reply_format(system, last_user)
+            if found is None:
+                self._grammars[key] = (None, None)
+            else:
+                from llama_cpp.llama_grammar import LlamaGrammar
+
+                text = found.gbnf(GrammarBounds(self.levers.max_list_items, self.levers.max_string_chars))
+                self._grammars[key] = (LlamaGrammar.from_string(text, verbose=False), found)
+        return self._grammars[key]
+
+    @staticmethod
+    def _guarded(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, Any], guard: Any) -> tuple[str, str]:
+        """Stream a reply whose last field is a JSON list; stop and close it where an item repeats (RepeatGuard).
+
+        Returns (text, finish_reason)."""
+        text = ""
+        finish = "stop"
+        stream = llama.create_chat_completion(messages=messages, stream=True, **kwargs)
+        try:
+            for chunk in stream:
+                choice = chunk["choices"][0]
+                text += choice.get("delta", {}).get("content") or ""
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+                cut = guard.cut(text)
+                if cut is not None:
+                    return cut + "\n\n[[ ## completed ## ]]", "stop"
+        finally:
+            stream.close()
+        return text, finish
+
+    def _attach_cache(self, model: LoadedModel) -> None:
+        if not self.levers.prefix_cache_mb:
+            model.llama.cache = None
+            return
+        if model.cache is None or model.cache.capacity_bytes != self.levers.prefix_cache_mb * 2**20:
+            from memtrace_opt.lm._llama_state import PrefixStateCache
+
+            model.cache = PrefixStateCache(self.levers.prefix_cache_mb * 2**20)
+        model.llama.cache = model.cache
 
     def complete(self, request: Any) -> Response:
         model = self.loaded()
@@ -221,9 +395,30 @@ class EmbeddedEngine:
             kwargs["top_p"] = config.top_p
         if config.stop:
             kwargs["stop"] = list(config.stop)
+        messages = chat_messages(request)
+        grammar, reply = self._grammar(messages) if self.levers.grammar else (None, None)
+        if grammar is not None:
+            kwargs["grammar"] = grammar
         try:
             with model.lock:
-                out = model.llama.create_chat_completion(messages=chat_messages(request), **kwargs)
+                self._attach_cache(model)
+                timings = getattr(model.llama, "timings", None)  # PrefixLlama's; absent on a test stub
+                if timings is not None:
+                    timings.reset()
+                started = time.perf_counter()
+                if reply is not None and reply.last_is_list:
+                    from memtrace_opt.lm.repeat_guard import RepeatGuard
+
+                    text, finish_reason = self._guarded(model.llama, messages, kwargs, RepeatGuard(reply.list_fields))
+                    out: dict[str, Any] = {"choices": [{"message": {"content": text}, "finish_reason": finish_reason}]}
+                else:
+                    out = model.llama.create_chat_completion(messages=messages, **kwargs)
+                seconds = time.perf_counter() - started
+                perf = timings.read() if timings is not None else Timings()
+                reuse = getattr(model.llama, "reuse", None) or PromptReuse()
+                if "usage" not in out:
+                    out["usage"] = {"prompt_tokens": reuse.prompt, "completion_tokens": perf.decoded,
+                                    "total_tokens": reuse.prompt + perf.decoded}
         except ValueError as exc:
             if "context window" in str(exc):
                 raise ContextLengthError(str(exc), provider="embedded") from exc
@@ -231,6 +426,18 @@ class EmbeddedEngine:
         choice = out["choices"][0]
         usage = out.get("usage") or {}
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        if self.stats is not None:
+            self.stats.append(CallStats(
+                prompt_tokens=int(usage.get("prompt_tokens") or reuse.prompt),
+                cached_tokens=reuse.cached,
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                prefill_tokens=perf.prefilled,
+                prefill_s=perf.prefill_s,
+                decode_s=perf.decode_s,
+                seconds=seconds,
+                finish_reason=finish,
+                grammar=grammar is not None,
+            ))
         return Response(
             id=out.get("id"),
             model=self.model_tag,
@@ -254,8 +461,9 @@ class EmbeddedEngine:
         return self
 
     def dump_state(self) -> dict[str, Any]:
-        return {"model": self.choice.spec, "n_ctx": self.n_ctx}
+        return {"model": self.choice.spec, "n_ctx": self.n_ctx, "levers": dataclasses.asdict(self.levers)}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> EmbeddedEngine:
-        return cls(state.get("model", EMBEDDED), n_ctx=int(state.get("n_ctx", DEFAULT_N_CTX)))
+        levers = EngineLevers.from_mapping(dict(state.get("levers") or {}))
+        return cls(state.get("model", EMBEDDED), n_ctx=int(state.get("n_ctx", DEFAULT_N_CTX)), levers=levers)

@@ -17,12 +17,14 @@ from memtrace_opt.errors import ConfigError, ModelUnavailable
 
 ROLES = ("task", "judge", "reflection", "attributor")
 FAKE = "fake"
-ENGINE_KEYS = ("n_ctx", "n_threads")  # extra keys the embedded engine consumes
+# extra keys the embedded engine consumes: its context size and its levers (memtrace_opt.lm.embedded.EngineLevers)
+ENGINE_KEYS = ("n_ctx", "n_threads", "prefix_cache_mb", "grammar", "n_threads_batch", "n_batch", "flash_attn",
+               "max_list_items", "max_string_chars")
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """How to reach one role's model. `extra` goes to `dspy.LM` (or the embedded engine: n_ctx, n_threads)."""
+    """How to reach one role's model. `extra` goes to `dspy.LM` (or the embedded engine: n_ctx and its levers)."""
 
     model: str = "embedded"
     api_base: str | None = None
@@ -135,10 +137,17 @@ def build_lm(spec: ModelSpec, role: str = "task", *, usage: Any = None, fake_eng
     common: dict[str, Any] = {"role": role, "usage": usage, "temperature": spec.temperature,
                               "max_tokens": spec.max_tokens}
     if spec.kind == "embedded":
-        from memtrace_opt.lm.embedded import EmbeddedEngine
+        from memtrace_opt.lm.embedded import EmbeddedEngine, EngineLevers
 
         engine_args = {k: extra.pop(k) for k in ENGINE_KEYS if k in extra}
-        local = EmbeddedEngine(spec.model, **engine_args)
+        try:
+            levers = EngineLevers.from_mapping(engine_args)
+        except ValueError as exc:
+            raise ConfigError(f"models.{role}.extra.{exc}") from None
+        n_ctx = engine_args.get("n_ctx", 8192)
+        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 256:
+            raise ConfigError(f"models.{role}.extra.n_ctx: expected a whole number >= 256, got {n_ctx!r}")
+        local = EmbeddedEngine(spec.model, n_ctx=n_ctx, levers=levers)
         local.prepare()
         return RoleLM(local.lm_name, engine=local, **common, **extra)
     if spec.kind == FAKE:

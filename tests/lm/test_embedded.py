@@ -111,13 +111,11 @@ def test_engine_state_round_trips():
 def test_models_load_once_per_path_and_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     made: list[dict[str, Any]] = []
 
-    class FakeLlamaModule:
-        @staticmethod
-        def Llama(**kwargs: Any) -> object:  # noqa: N802 - mirrors llama_cpp.Llama
-            made.append(kwargs)
-            return object()
+    def new_llama(**kwargs: Any) -> object:
+        made.append(kwargs)
+        return object()
 
-    monkeypatch.setattr(embedded, "require_llama_cpp", lambda: FakeLlamaModule)
+    monkeypatch.setattr(embedded, "_new_llama", new_llama)
     monkeypatch.setattr(embedded, "_LOADED", {})
     path = tmp_path / "m.gguf"
     first = embedded.load_model(path, 2048)

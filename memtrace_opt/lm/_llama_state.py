@@ -1,0 +1,149 @@
+"""llama.cpp state kept across calls: a byte-bounded cache of KV states looked up by longest token prefix.
+
+Imported only once llama_cpp is (see `embedded.require_llama_cpp`). Why our own and not `LlamaRAMCache`:
+llama-cpp-python's `save_state` also copies its logits rows (n_batch x n_vocab floats, ~300 MB for Qwen2.5's
+151,936-token vocabulary) into every saved state, and `LlamaRAMCache` counts only the KV bytes against its
+capacity. Sampling runs in llama.cpp's sampler and a restored state always re-evaluates at least one token, so the
+logits rows are never read back: `PrefixLlama` saves and restores the KV state and the token ids alone, and
+`PrefixStateCache` counts every byte it holds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import llama_cpp
+import numpy as np
+from llama_cpp.llama import LlamaState
+from llama_cpp.llama_cache import BaseLlamaCache
+
+from memtrace_opt.lm.embedded import PromptReuse, Timings
+
+__all__ = ["PrefixLlama", "PrefixStateCache", "LlamaTimings"]
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading tokens `a` and `b` share."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
+
+
+@dataclass(frozen=True)
+class LlamaTimings:
+    """Reads llama.cpp's performance counters of one context (reset before a call, read after it)."""
+
+    ctx: object
+
+    def reset(self) -> None:
+        llama_cpp.llama_perf_context_reset(self.ctx)
+
+    def read(self) -> Timings:
+        perf = llama_cpp.llama_perf_context(self.ctx)
+        return Timings(int(perf.n_p_eval), perf.t_p_eval_ms / 1000.0, int(perf.n_eval), perf.t_eval_ms / 1000.0)
+
+
+class PrefixStateCache(BaseLlamaCache):
+    """KV states keyed by the tokens they hold; a lookup returns the state sharing the longest prefix.
+
+    Bounded in bytes (every byte of a state, its token ids included); least recently used states go first.
+    """
+
+    def __init__(self, capacity_bytes: int) -> None:
+        super().__init__(capacity_bytes)
+        self._states: OrderedDict[tuple[int, ...], tuple[np.ndarray, LlamaState]] = OrderedDict()
+        self._bytes = 0
+        self.hits = 0
+        self.lookups = 0
+
+    @staticmethod
+    def _size(state: LlamaState) -> int:
+        return int(state.llama_state_size) + int(state.input_ids.nbytes) + int(state.scores.nbytes)
+
+    @property
+    def cache_size(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def longest(self, tokens: Sequence[int]) -> tuple[tuple[int, ...] | None, int]:
+        query = np.asarray(tokens, dtype=np.intc)
+        best, best_len = None, 0
+        for key, (ids, _) in self._states.items():
+            shared = common_prefix(ids, query)
+            if shared > best_len:
+                best, best_len = key, shared
+        return best, best_len
+
+    def __getitem__(self, key: Sequence[int]) -> LlamaState:
+        self.lookups += 1
+        found, _ = self.longest(key)
+        if found is None:
+            raise KeyError("no kept state shares a prefix")
+        self.hits += 1
+        self._states.move_to_end(found)
+        return self._states[found][1]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, Sequence) and self.longest(key)[0] is not None
+
+    def __setitem__(self, key: Sequence[int], value: LlamaState) -> None:
+        tokens = tuple(int(t) for t in key)
+        if tokens in self._states:
+            self._bytes -= self._size(self._states.pop(tokens)[1])
+        size = self._size(value)
+        if size > self.capacity_bytes:
+            return
+        self._states[tokens] = (np.asarray(tokens, dtype=np.intc), value)
+        self._bytes += size
+        while self._bytes > self.capacity_bytes and self._states:
+            _, (_, old) = self._states.popitem(last=False)
+            self._bytes -= self._size(old)
+
+
+class PrefixLlama(llama_cpp.Llama):
+    """`Llama` whose saved states hold the KV cache and token ids only, and which records each call's reuse."""
+
+    _empty_scores = np.zeros((0, 0), dtype=np.single)
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.reuse = PromptReuse()
+        self.timings = LlamaTimings(self._ctx.ctx)
+
+    def save_state(self) -> LlamaState:
+        size = llama_cpp.llama_state_get_size(self._ctx.ctx)
+        buffer = (ctypes.c_uint8 * int(size))()
+        written = int(llama_cpp.llama_state_get_data(self._ctx.ctx, buffer, size))
+        if written > int(size):
+            raise RuntimeError("llama.cpp wrote more state than it sized")
+        return LlamaState(
+            input_ids=self.input_ids.copy(),
+            scores=self._empty_scores,
+            n_tokens=self.n_tokens,
+            llama_state=bytes(memoryview(buffer)[:written]),
+            llama_state_size=written,
+            seed=self._seed,
+        )
+
+    def load_state(self, state: LlamaState) -> None:
+        self.input_ids = state.input_ids.copy()
+        self.n_tokens = state.n_tokens
+        self._requires_eval = True
+        self._seed = state.seed
+        buffer = (ctypes.c_uint8 * state.llama_state_size).from_buffer_copy(state.llama_state)
+        if llama_cpp.llama_state_set_data(self._ctx.ctx, buffer, state.llama_state_size) != state.llama_state_size:
+            raise RuntimeError("llama.cpp could not restore a kept state")
+
+    def generate(self, tokens, *args, **kwargs):  # type: ignore[no-untyped-def]
+        tokens = list(tokens)
+        shared = common_prefix(np.asarray(self._input_ids[: self.n_tokens], dtype=np.intc),
+                               np.asarray(tokens, dtype=np.intc)) if self.n_tokens else 0
+        self.reuse = PromptReuse(prompt=len(tokens), cached=min(shared, max(len(tokens) - 1, 0)))
+        return super().generate(tokens, *args, **kwargs)

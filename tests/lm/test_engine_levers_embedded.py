@@ -1,0 +1,53 @@
+"""The engine's levers on the real embedded model (marked `embedded`; a few short calls)."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import dspy
+import pytest
+
+from memtrace_opt.lm import embedded
+from memtrace_opt.lm.embedded import EmbeddedEngine, EngineLevers
+
+pytestmark = pytest.mark.embedded
+
+STORY = ("Maya moved to Denver in March 2023 and started a job at the children's hospital. Her brother Theo "
+         "adopted a beagle named Biscuit, and the two of them are planning a trip to Japan in June.")
+
+
+def _request(system: str, user: str, max_tokens: int = 24) -> SimpleNamespace:
+    return SimpleNamespace(system=None, messages=[SimpleNamespace(role="system", text=system),
+                                                  SimpleNamespace(role="user", text=user)],
+                           config=SimpleNamespace(temperature=0.0, max_tokens=max_tokens, seed=None, top_p=None, stop=()))
+
+
+def _replies(levers: EngineLevers) -> tuple[list[str], EmbeddedEngine]:
+    engine = EmbeddedEngine(levers=levers, record_stats=True)
+    first = "You answer questions about this text in a few words.\n" + STORY * 3
+    second = "You list the people named in a text, comma-separated.\n" + STORY
+    calls = [(first, "Where does Maya live?"), (second, "Who is named?"), (first, "What is the dog called?")]
+    return [engine.complete(_request(s, u)).message.text or "" for s, u in calls], engine
+
+
+def test_the_prefix_cache_gives_the_same_completions_and_rereads_less():
+    plain, off = _replies(EngineLevers.off())
+    cached, on = _replies(dataclasses.replace(EngineLevers.off(), prefix_cache_mb=256))
+    assert cached == plain
+    assert off.stats is not None and on.stats is not None
+    # the third call shares the first call's system prompt, with another call in between
+    assert on.stats[2].cached_tokens > off.stats[2].cached_tokens + 100
+    assert on.stats[2].prefill_tokens < off.stats[2].prefill_tokens
+
+
+def test_grammar_bound_replies_always_parse():
+    engine = EmbeddedEngine(levers=EngineLevers(prefix_cache_mb=0), record_stats=True)
+    lm = dspy.LM(engine.lm_name, engine=engine, cache=False, max_tokens=96, num_retries=0)
+    signature = dspy.Signature("text -> facts: list[str], about_a_pet: bool", "List the facts in the text.")
+    with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
+        out = dspy.Predict(signature)(text=STORY)
+    assert isinstance(out.facts, list) and all(isinstance(f, str) for f in out.facts)
+    assert isinstance(out.about_a_pet, bool)
+    assert engine.stats and engine.stats[-1].grammar and engine.stats[-1].finish_reason == "stop"
+    embedded._LOADED.clear()
