@@ -1,4 +1,4 @@
-"""The run directory of DESIGN.md: one place where a run's artifacts live, written as they are produced.
+"""The run directory of docs/design.md: one place where a run's artifacts live, written as they are produced.
 
 ```
 <run>/config.yaml     resolved configuration (models by role, system, data slice, seeds); no secrets

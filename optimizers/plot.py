@@ -1,144 +1,119 @@
-"""The comparison plot: held-out accuracy against LM calls, one point per optimizer, baseline as a line.
+"""The comparison chart (`compare.png`): each optimizer's held-out accuracy against the LM calls it spent.
 
-Uses matplotlib when it is installed; otherwise draws the same chart with a tiny pure-Python PNG writer
-(axes, grid, a dashed baseline, one colored marker per optimizer and a legend drawn as color swatches with
-3x5-pixel-font labels), so the command never needs an extra dependency.
+One point per optimizer with its paired 95% interval as an error bar (the interval of the change against the
+unoptimized program, moved onto the accuracy axis), the unoptimized program's accuracy as a dashed line, the
+accuracy written beside each point. Optimizers that spent the same calls are spread a little apart so their bars
+do not hide each other. Drawn on matplotlib's Agg canvas without pyplot: no display is needed, and the backend
+or figures of a notebook that imports this module are left alone.
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
-__all__ = ["PlotPoint", "plot_accuracy_vs_calls", "write_png"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-COLORS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75),
-          (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207)]
+__all__ = ["PlotPoint", "draw_chart", "plot_accuracy_vs_calls", "points_from_rows"]
 
 
 @dataclass(frozen=True)
 class PlotPoint:
+    """One optimizer on the chart; `low`/`high` bound its held-out accuracy (both or neither)."""
+
     label: str
     lm_calls: float
     accuracy: float
+    low: float | None = None
+    high: float | None = None
+
+
+class _Interval(Protocol):
+    low: float
+    high: float
+
+
+class _Row(Protocol):
+    optimizer: str
+    lm_calls: int
+    optimized_accuracy: float | None
+    paired: _Interval | None
+
+
+def points_from_rows(rows: Iterable[_Row], baseline: float | None) -> list[PlotPoint]:
+    """The chart's points from comparison rows: the paired interval of each change, moved onto accuracy."""
+    points = []
+    for row in rows:
+        if row.optimized_accuracy is None:  # the optimizer failed: its row says why, the chart leaves it out
+            continue
+        low = high = None
+        if row.paired is not None and baseline is not None:
+            low, high = baseline + row.paired.low, baseline + row.paired.high
+        points.append(PlotPoint(row.optimizer, row.lm_calls, row.optimized_accuracy, low, high))
+    return points
 
 
 def plot_accuracy_vs_calls(points: Sequence[PlotPoint], baseline: float | None, path: str | Path,
                            title: str = "held-out accuracy vs LM calls") -> Path:
+    """Write the chart as a PNG at `path` and return the path."""
     path = Path(path)
-    try:
-        import matplotlib
+    draw_chart(points, baseline, title).savefig(path)
+    return path
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return _plot_plain(points, baseline, path)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    for i, p in enumerate(points):
-        ax.scatter([p.lm_calls], [p.accuracy], color=[c / 255 for c in COLORS[i % len(COLORS)]], label=p.label, s=50)
+
+def draw_chart(points: Sequence[PlotPoint], baseline: float | None,
+               title: str = "held-out accuracy vs LM calls") -> Figure:
+    """The chart as a matplotlib figure on an Agg canvas (not registered with pyplot: nothing to close)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.2, 4.6), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     if baseline is not None:
-        ax.axhline(baseline, color="gray", linestyle="--", label="baseline")
-    ax.set_xlabel("LM calls (task + reflection [+ attributor])")
-    ax.set_ylabel("held-out accuracy")
+        ax.axhline(baseline, color="0.45", linestyle="--", linewidth=1.2, label=f"unoptimized ({baseline:.3f})")
+    x_max = max([p.lm_calls for p in points] + [1.0])
+    for i, (point, x) in enumerate(zip(points, _dodged(points, 0.015 * x_max), strict=True)):
+        color = f"C{i % 10}"
+        yerr = None
+        if point.low is not None and point.high is not None:
+            yerr = [[max(point.accuracy - point.low, 0.0)], [max(point.high - point.accuracy, 0.0)]]
+        ax.errorbar([x], [point.accuracy], yerr=yerr, fmt="o", color=color, capsize=4, markersize=7,
+                    label=point.label)
+        ax.annotate(f"{point.accuracy:.3f}", (x, point.accuracy), textcoords="offset points", xytext=(7, 4),
+                    fontsize=8, color=color)
+    ax.set_xlabel("LM calls spent (task + reflection + attributor)")
+    ax.set_ylabel("held-out accuracy (error bar: paired 95% interval)")
     ax.set_title(title)
+    ax.set_xlim(-0.03 * x_max, 1.12 * x_max)  # room for a point at 0 calls and the labels on the right
+    ax.set_ylim(*_accuracy_range(points, baseline))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if points or baseline is not None:
+        ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
 
 
-# a pure-Python fallback ---------------------------------------------------------------------------------
-_FONT = {  # 3x5 glyphs, rows top to bottom, 3 bits each
-    "a": "010101111101101", "b": "110101110101110", "c": "011100100100011", "d": "110101101101110",
-    "e": "111100110100111", "f": "111100110100100", "g": "011100101101011", "h": "101101111101101",
-    "i": "111010010010111", "j": "001001001101010", "k": "101101110101101", "l": "100100100100111",
-    "m": "101111111101101", "n": "110101101101101", "o": "010101101101010", "p": "110101110100100",
-    "q": "010101101110011", "r": "110101110101101", "s": "011100010001110", "t": "111010010010010",
-    "u": "101101101101111", "v": "101101101101010", "w": "101101111111101", "x": "101101010101101",
-    "y": "101101010010010", "z": "111001010100111", "0": "111101101101111", "1": "010110010010111",
-    "2": "110001010100111", "3": "110001010001110", "4": "101101111001001", "5": "111100110001110",
-    "6": "011100111101111", "7": "111001010010010", "8": "111101111101111", "9": "111101111001110",
-    "_": "000000000000111", "-": "000000111000000", ".": "000000000000010", " ": "000000000000000",
-}
-
-
-class _Canvas:
-    def __init__(self, width: int, height: int) -> None:
-        self.width, self.height = width, height
-        self.pixels = bytearray([255] * (width * height * 3))
-
-    def set(self, x: int, y: int, color: tuple[int, int, int]) -> None:
-        if 0 <= x < self.width and 0 <= y < self.height:
-            i = (y * self.width + x) * 3
-            self.pixels[i:i + 3] = bytes(color)
-
-    def rect(self, x0: int, y0: int, x1: int, y1: int, color: tuple[int, int, int]) -> None:
-        for y in range(min(y0, y1), max(y0, y1) + 1):
-            for x in range(min(x0, x1), max(x0, x1) + 1):
-                self.set(x, y, color)
-
-    def text(self, x: int, y: int, text: str, color: tuple[int, int, int] = (0, 0, 0), scale: int = 2) -> None:
-        for n, char in enumerate(text.lower()):
-            glyph = _FONT.get(char, _FONT[" "])
-            for row in range(5):
-                for col in range(3):
-                    if glyph[row * 3 + col] == "1":
-                        base_x, base_y = x + (n * 4 + col) * scale, y + row * scale
-                        self.rect(base_x, base_y, base_x + scale - 1, base_y + scale - 1, color)
-
-
-def write_png(path: Path, width: int, height: int, rgb: bytes) -> Path:
-    """An 8-bit RGB PNG from raw rows of pixels."""
-    raw = b"".join(b"\x00" + rgb[y * width * 3:(y + 1) * width * 3] for y in range(height))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 9))
-                     + chunk(b"IEND", b""))
-    return path
-
-
-def _plot_plain(points: Sequence[PlotPoint], baseline: float | None, path: Path) -> Path:
-    width, height, left, right, top, bottom = 640, 420, 60, 180, 30, 50
-    canvas = _Canvas(width, height)
-    x_max = max([p.lm_calls for p in points] + [1.0]) * 1.1
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def px(calls: float, acc: float) -> tuple[int, int]:
-        return left + int(calls / x_max * plot_w), top + int((1.0 - acc) * plot_h)
-
-    for tick in range(0, 11, 2):
-        _, y = px(0, tick / 10)
-        canvas.rect(left, y, left + plot_w, y, (225, 225, 225))
-        canvas.text(8, y - 4, f"{tick / 10:.1f}")
-    canvas.rect(left, top, left, top + plot_h, (0, 0, 0))
-    canvas.rect(left, top + plot_h, left + plot_w, top + plot_h, (0, 0, 0))
-    for tick in range(5):
-        calls = x_max * tick / 4
-        x, _ = px(calls, 0)
-        canvas.rect(x, top + plot_h, x, top + plot_h + 4, (0, 0, 0))
-        canvas.text(x - 8, top + plot_h + 8, f"{calls:.0f}")
-    canvas.text(left + plot_w // 2 - 40, height - 18, "lm calls")
-    if baseline is not None:
-        _, y = px(0, baseline)
-        for x in range(left, left + plot_w, 8):
-            canvas.rect(x, y, x + 3, y, (120, 120, 120))
+def _dodged(points: Sequence[PlotPoint], step: float) -> list[float]:
+    """Each point's x, spread by `step` where several optimizers spent the same calls (their bars would overlap)."""
+    same: dict[float, list[int]] = {}
     for i, point in enumerate(points):
-        color = COLORS[i % len(COLORS)]
-        x, y = px(point.lm_calls, point.accuracy)
-        canvas.rect(x - 3, y - 3, x + 3, y + 3, color)
-        legend_y = top + 14 * i
-        canvas.rect(width - right + 12, legend_y, width - right + 20, legend_y + 8, color)
-        canvas.text(width - right + 26, legend_y, point.label[:18])
-    if baseline is not None:
-        legend_y = top + 14 * len(points)
-        canvas.rect(width - right + 12, legend_y + 4, width - right + 20, legend_y + 4, (120, 120, 120))
-        canvas.text(width - right + 26, legend_y, "baseline")
-    return write_png(path, width, height, bytes(canvas.pixels))
+        same.setdefault(point.lm_calls, []).append(i)
+    xs = [p.lm_calls for p in points]
+    for group in same.values():
+        for k, i in enumerate(group):
+            xs[i] += (k - (len(group) - 1) / 2) * step
+    return xs
+
+
+def _accuracy_range(points: Sequence[PlotPoint], baseline: float | None) -> tuple[float, float]:
+    values = [baseline] if baseline is not None else []
+    for point in points:
+        values += [v for v in (point.accuracy, point.low, point.high) if v is not None]
+    if not values:
+        return 0.0, 1.0
+    pad = max(0.05, (max(values) - min(values)) * 0.15)
+    return max(0.0, min(values) - pad), min(1.0, max(values) + pad)

@@ -1,4 +1,4 @@
-"""MemTraceBench records: a labelled failed case (DESIGN.md's bench case line), its label and injection."""
+"""MemTraceBench records: a labelled failed case (docs/design.md's bench case line), its label and injection."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
 - human: LoCoMo questions whose answer key the community corrected (PR #28): the prediction matches the
   corrected answer but is scored wrong against the original one -> GoldError.
 
-Layout of `out/`: `cases.jsonl` (one bench case per line, DESIGN.md format), `graphs/<system>/<sample>/*.json`
+Layout of `out/`: `cases.jsonl` (one bench case per line, docs/design.md format), `graphs/<system>/<sample>/*.json`
 (the evolution graph each case refers to), `hf/` (the same cases as a Hugging Face dataset, `save_to_disk`),
 `manifest.json` (schema_version, request, counts).
 """

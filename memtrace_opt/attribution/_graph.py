@@ -1,4 +1,4 @@
-"""A read-only view of an evolution graph (DESIGN.md schema_version 1) with the lookups attribution needs.
+"""A read-only view of an evolution graph (docs/design.md schema_version 1) with the lookups attribution needs.
 
 Works on any graph of that schema, including ones built by hand: node ids `turn:{dia_id}`, `op:{seq}`,
 `mem:{unit_id}@{version}`, `q:{qid}`, `ans:{qid}`, `var:{seq}:{name}`; edges var -> op (`role="input"`)

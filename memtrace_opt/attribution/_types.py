@@ -148,7 +148,7 @@ class Cost:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The root cause of one failed case, as DESIGN.md's verdict line.
+    """The root cause of one failed case, as docs/design.md's verdict line.
 
     `error` is None for a verdict; for a case that could not be attributed it holds the reason and
     `error_type`/`op_id` are None.

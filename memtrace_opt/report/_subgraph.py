@@ -14,7 +14,7 @@ A whole conversation graph has thousands of nodes, and almost all of them are an
 
 Each group is capped, and the whole view at `max_nodes`. `evidence_path` is the set of nodes on a path from an
 evidence turn to the answer inside the view (version steps count as edges): empty when the fact was lost.
-Self-contained (networkx only), so it works on any graph in the DESIGN.md schema.
+Self-contained (networkx only), so it works on any graph in the docs/design.md schema.
 """
 
 from __future__ import annotations

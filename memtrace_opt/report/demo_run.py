@@ -1,7 +1,7 @@
 """A small, realistic run directory of a failing Mem0-style system, for tests, docs and trying the report.
 
 `write_demo_run(path)` writes config.yaml, manifest.json (with two optimization rounds), cases.jsonl,
-graphs/<sample>.json and verdicts.jsonl in the formats of DESIGN.md. Seven questions about one conversation:
+graphs/<sample>.json and verdicts.jsonl in the formats of docs/design.md. Seven questions about one conversation:
 one answered right, and one failure of each kind the attribution names (extraction, update, deletion,
 retrieval, response) plus one the attributor could not explain. `filler_sessions=N` adds N unrelated
 sessions between the real ones (each reads the memories written so far), so the graph grows to thousands

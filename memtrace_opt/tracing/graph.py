@@ -1,6 +1,6 @@
 """The memory evolution graph (schema_version 1): a pure function of the trace events.
 
-Nodes (see DESIGN.md): `turn:{dia_id}`, `op:{seq}`, `mem:{unit_id}@{version}`, `q:{id}`, `ans:{id}` and
+Nodes (see docs/design.md): `turn:{dia_id}`, `op:{seq}`, `mem:{unit_id}@{version}`, `q:{id}`, `ans:{id}` and
 `var:{seq}:{field}`. Edges go var -> op (`role="input"`) and op -> var (`role="output"`); a MultiDiGraph
 with the role as the edge key, so a pair of nodes has at most one edge per role.
 

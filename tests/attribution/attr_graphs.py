@@ -1,4 +1,4 @@
-"""Hand-built evolution graphs (DESIGN.md schema) for each system shape, with a known root cause.
+"""Hand-built evolution graphs (docs/design.md schema) for each system shape, with a known root cause.
 
 The story: Alice adopted a beagle named Biscuit (turn D1:3); the question asks the puppy's name. Each
 builder takes a `fault` and returns (graph, expected op id, expected error type).

@@ -1,16 +1,12 @@
-"""The small seams: selection, acceptance, splits, the score book and the PNG writer."""
+"""The small seams: selection, acceptance, splits, and the score book."""
 
 from __future__ import annotations
-
-import struct
-import zlib
 
 import pytest
 
 from memtrace_opt.data import load_sample
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.optimizers import MostBlamed, StrictImprovement
-from memtrace_opt.optimizers.plot import PlotPoint, _plot_plain
 from memtrace_opt.optimizers.selection import RoundOutcome
 from memtrace_opt.optimizers.splits import make_splits, parse_fractions
 
@@ -91,18 +87,6 @@ def test_conversation_split_and_bad_specs():
     with pytest.raises(ConfigError):
         parse_fractions("0.5,0.5")
     assert make_splits(dataset, split="1,1,1", per_split=2).sizes() == {"train": 2, "val": 2, "test": 2}
-
-
-def test_plain_png_is_a_valid_image(tmp_path):
-    path = _plot_plain([PlotPoint("memtrace", 10, 0.6), PlotPoint("gepa", 20, 0.4)], 0.3, tmp_path / "p.png")
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", data[16:24])
-    assert (width, height) == (640, 420)
-    length = struct.unpack(">I", data[33:37])[0]
-    raw = zlib.decompress(data[41:41 + length])
-    assert len(raw) == height * (1 + width * 3)
-    assert raw.count(b"\x1f\x77\xb4") > 0  # the first optimizer's color was drawn
 
 
 def test_proposer_drops_echoes_and_duplicates():
