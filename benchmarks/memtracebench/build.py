@@ -244,7 +244,10 @@ class _Builder:
             corrected = dataclasses.replace(question, answer=str(change["pr28"]["answer"]))
             upstream = dataclasses.replace(question, answer=str(change["upstream"]["answer"]))
             if not _correct(upstream, prediction) and _correct(corrected, prediction):
-                label = Label("GoldError", None, None, "human")
+                label = Label("GoldError", None, None, "human",
+                              rationale=f"the answer key was corrected: {upstream.answer!r} -> {corrected.answer!r}, "
+                                        f"and the prediction {prediction!r} matches the correction",
+                              by="LoCoMo PR #28")
                 self.cases.append(self.case(system, dataset, conversation, upstream, prediction, path, label,
                                             gold=upstream.answer))
 

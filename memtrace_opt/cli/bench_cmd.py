@@ -91,7 +91,12 @@ def bench_eval_impl(
 ) -> Any:
     """Score attribution methods on the benchmark in `bench`; print accuracy, cost and confusion tables."""
     from memtrace_opt.attribution import AttributionConfig, method_names
-    from memtrace_opt.benchmarks.memtracebench.evaluate import confusion_table, eval_bench, score_tables
+    from memtrace_opt.benchmarks.memtracebench.evaluate import (
+        confusion_table,
+        eval_bench,
+        reference_agreement,
+        score_tables,
+    )
     from memtrace_opt.errors import ConfigError
 
     unknown = [m for m in methods if m not in method_names()]
@@ -110,11 +115,17 @@ def bench_eval_impl(
 
     scores = eval_bench(bench, methods, lm=lm, config=AttributionConfig(embedder=embedder, max_lm_calls=max_calls),
                         limit=limit, progress=tick, num_threads=threads, task_lm=task_lm, fresh=fresh,
-                        gold_evidence=gold_evidence)
+                        gold_evidence=gold_evidence, reference=True)
     for table in score_tables(scores):
         out_console.print(table)
-    for score in scores:
-        out_console.print(confusion_table(score))
+    for score in (s for s in scores if not s.reference):
+        sources = list(score.per_source) if len(score.per_source) > 1 else [None]
+        for source in sources:
+            out_console.print(confusion_table(score, source))
+    agreement = reference_agreement(scores)
+    if agreement is not None:
+        out_console.print(f"lineage agrees with the human labels on {agreement.n} cases: error type "
+                          f"{agreement.rate(agreement.type_hits):.0%}, op {agreement.rate(agreement.op_hits):.0%}")
     return scores
 
 
