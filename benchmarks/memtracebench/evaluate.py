@@ -36,7 +36,7 @@ from memtrace_opt.errors import MemtraceError
 from memtrace_opt.rundir import write_jsonl
 
 __all__ = ["Score", "MethodScore", "load_bench", "score_verdicts", "eval_bench", "eval_dir", "bench_replay_provider",
-           "score_tables", "confusion_table", "REFERENCE_METHOD", "HUMAN"]
+           "score_tables", "confusion_table", "case_hits", "reference_agreement", "REFERENCE_METHOD", "HUMAN"]
 
 HUMAN = "human"
 #: scored on the human labels as a reference, whether asked for or not
@@ -109,7 +109,7 @@ class MethodScore:
         return data
 
 
-def _hits(case: BenchCase, verdict: Verdict) -> tuple[bool, bool]:
+def case_hits(case: BenchCase, verdict: Verdict) -> tuple[bool, bool]:
     """(error type right, op right): the op is right when the verdict names any acceptable op; for a GoldError
     label (no op at fault) when the verdict says GoldError."""
     type_hit = verdict.error_type == case.label.error_type
@@ -139,7 +139,7 @@ def score_verdicts(method: str, cases: Sequence[BenchCase], verdicts: Sequence[V
     errors = 0
     for case in cases:
         verdict = by_id.get(case.case_id) or Verdict.failed(case.case_id, method, "no verdict")
-        type_hit, op_hit = _hits(case, verdict)
+        type_hit, op_hit = case_hits(case, verdict)
         overall = overall.add(type_hit, op_hit)
         by_system[case.system] = by_system.get(case.system, Score()).add(type_hit, op_hit)
         by_source[case.label.source] = by_source.get(case.label.source, Score()).add(type_hit, op_hit)
