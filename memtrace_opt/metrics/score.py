@@ -87,12 +87,18 @@ def _lexical(text: str, gold: str, multi_hop: bool) -> _Lexical:
     return _Lexical(scores.f1, scores.recall, content_recall(text, gold))
 
 
-def _right(scores: _Lexical) -> bool:
-    return scores.f1 > CORRECT_F1 or scores.content == 1.0
+def _right(scores: _Lexical, gold_words: str) -> bool:
+    return scores.f1 > CORRECT_F1 or (scores.content if gold_words == "content" else scores.recall) == 1.0
 
 
-def score_answer(question: Question, prediction: str | None) -> AnswerScore:
-    """Score `prediction` against `question`'s gold answer according to its category."""
+GOLD_WORDS = ("content", "all")
+
+
+def score_answer(question: Question, prediction: str | None, *, gold_words: str = "content") -> AnswerScore:
+    """Score `prediction` against `question`'s gold answer according to its category. `gold_words="all"` is
+    the rule before the content-word test (every gold token, stop words too), to compare recorded verdicts."""
+    if gold_words not in GOLD_WORDS:
+        raise ValueError(f"gold_words must be one of {GOLD_WORDS}, not {gold_words!r}")
     text = "" if prediction is None else str(prediction)
     abstained = is_abstention(text)
     if question.abstention:
@@ -104,8 +110,8 @@ def score_answer(question: Question, prediction: str | None) -> AnswerScore:
     multi_hop = question.category == "multi-hop"
     scores = _lexical(text, gold, multi_hop)
     rule = "multi-f1" if multi_hop else "f1"
-    correct = not abstained and _right(scores)
+    correct = not abstained and _right(scores, gold_words)
     spelled, spelled_gold = spell_numbers(text), spell_numbers(gold)
     if not correct and not abstained and (spelled, spelled_gold) != (text, gold):
-        correct = _right(_lexical(spelled, spelled_gold, multi_hop))
+        correct = _right(_lexical(spelled, spelled_gold, multi_hop), gold_words)
     return AnswerScore(scores.f1, bleu1(text, gold), scores.recall, abstained, correct, rule)

@@ -144,3 +144,12 @@ def test_a_gold_of_stop_words_only_is_read_whole() -> None:
 
     assert content_tokens("It was") == ["it", "wa"]  # nothing else left: every token counts
     assert not score_answer(make("It was"), "It is").correct_by_rule
+
+
+def test_the_former_rule_stays_to_compare_recorded_verdicts() -> None:
+    question = make("In Udaipur in December")
+    verbose = "The wedding was held in Udaipur during December 2024"
+    assert score_answer(question, verbose).correct_by_rule
+    assert not score_answer(question, verbose, gold_words="all").correct_by_rule
+    with pytest.raises(ValueError, match="gold_words"):
+        score_answer(question, verbose, gold_words="some")
