@@ -178,7 +178,8 @@ def bench_eval_command(
     config: Path | None,
 ) -> None:
     """Score attribution methods on MemTraceBench: type and op accuracy (overall, by system), a confusion
-    matrix, cost per case. Verdicts and scores go to BENCH/eval/; each verdict is written as its case ends, and
+    matrix, cost per case; every table again per label source (injected, lineage, human), a verdict right when
+    it names any of the label's acceptable ops, and lineage's agreement with the human labels as a reference. Verdicts and scores go to BENCH/eval/; each verdict is written as its case ends, and
     a stopped eval resumes where it stopped (--fresh starts over, e.g. with another attributor model)."""
     bench_eval_impl(bench, list(method or ["lineage"]), roles=roles, embedder=embedder, max_calls=max_calls,
                     limit=limit, threads=threads, progress=not quiet, fresh=fresh, gold_evidence=gold_evidence)
