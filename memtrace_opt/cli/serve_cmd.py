@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,10 +13,16 @@ from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(run: Path, port: int = 0, max_nodes: int = 150, by: str | None = None) -> None:
-    """What the command does: serve until Ctrl-C, printing the address first."""
+    """What the command does: serve until Ctrl-C (or SIGTERM), printing the address first."""
     from memtrace_opt.report.serve import LabelServer
 
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop)  # a service manager's stop: the same clean stop as Ctrl-C
     with LabelServer(run, port=port, max_nodes=max_nodes, by=by) as server:
         out = console(stderr=True)
         out.print(f"serving the report of {server.run.root} at {server.url} (labels go to {server.labels_path}); "

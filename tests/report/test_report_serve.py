@@ -126,3 +126,26 @@ def test_serve_command_is_registered() -> None:
 
     result = CliRunner().invoke(app, ["serve", "--help"])
     assert result.exit_code == 0 and "127.0.0.1" in result.output and "labels.jsonl" in result.output
+
+
+def test_the_command_prints_its_address_and_stops_cleanly(demo_run: Path) -> None:
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    code = f"from memtrace_opt.cli import main; main(['serve', {str(demo_run)!r}, '--by', 'cli'])"
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline() if proc.stderr else ""
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", first)
+        assert found, first
+        assert "labels go to" in first and "Ctrl-C stops" in first
+        assert _page_payload(_get(found.group(0)))["labelling"]["by"] == "cli"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert "stopped" in (proc.stderr.read() if proc.stderr else "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
