@@ -20,6 +20,14 @@
    and <= 12k tokens per case. Writes `results.json` and `results.md` under --out (with --no-gold-evidence, the
    methods do not see the gold evidence ids and work from pseudo-evidence: `results-pseudo.json` / `.md`).
 
+With `--split human`, nothing is built: the human-labelled split (a bench of natural failures a person
+labelled, `source: human`, kept in the repository with its graphs; `--split-dir` names another) is copied
+under --out and every method is scored on it with the attributor model (by default the embedded one). The
+targets there: graphtrace and counterfactual >= 90% op-level and >= 90% error type, above lineage (which needs
+no LM), >= 20 points above all_at_once, step_by_step and binary_search op-level, median <= 8 LM calls and
+<= 12k tokens per case. results.md then lists every miss: the label, with its rationale, and what the method
+answered, with its reason.
+
 The systems run through DSPy's cache: building again with the same model and slice re-uses every LM reply.
 Exit status 0 when every target is met.
 """
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -40,7 +49,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from memtrace_opt.attribution import AttributionConfig, method_names  # noqa: E402
 from memtrace_opt.attribution.runs import read_verdicts  # noqa: E402
 from memtrace_opt.benchmarks.memtracebench import BuildRequest, build_bench, eval_bench, load_bench  # noqa: E402
-from memtrace_opt.benchmarks.memtracebench.evaluate import eval_dir, score_verdicts  # noqa: E402
+from memtrace_opt.benchmarks.memtracebench.evaluate import case_hits, eval_dir, score_verdicts  # noqa: E402
 from memtrace_opt.data import DataSlice  # noqa: E402
 from memtrace_opt.lm.models import Models  # noqa: E402
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec  # noqa: E402
@@ -49,6 +58,10 @@ SYSTEMS = ("long_context", "rag", "mem0", "evermemos")
 # LongMemEval oracle questions, the shortest of their kind (each one is its own conversation)
 LME_SAMPLES = ("66f24dbb", "0f05491a")  # single-session-user, knowledge-update
 BASELINES = ("all_at_once", "step_by_step", "binary_search", "random", "blame_response", "lineage")
+# the human split: natural failures labelled by a person, kept in the repository as a bench with its graphs
+HUMAN_SPLIT = Path(__file__).resolve().parent / "memtracebench" / "splits" / "human"
+HUMAN_METHODS = ("graphtrace", "counterfactual")
+HUMAN_BASELINES = ("all_at_once", "step_by_step", "binary_search")
 
 
 def parts(args: argparse.Namespace) -> list[tuple[str, str, DataSlice, bool, tuple[str, ...]]]:
@@ -56,6 +69,8 @@ def parts(args: argparse.Namespace) -> list[tuple[str, str, DataSlice, bool, tup
     move, a cancelled trip) is where Mem0's decisions UPDATE and DELETE what later questions need: it adds
     Mem0's update and deletion faults, which the LoCoMo slice rarely gives."""
     systems = tuple(args.systems.split(","))
+    if args.split == "human":
+        return [("human", "", DataSlice(), False, ())]
     if args.data == "sample":
         return [("sample", "sample", DataSlice(), True, systems)]
     return [
@@ -64,6 +79,15 @@ def parts(args: argparse.Namespace) -> list[tuple[str, str, DataSlice, bool, tup
         ("longmemeval", "longmemeval", DataSlice(sample_ids=tuple(args.lme_samples.split(","))), False, systems),
         ("sample", "sample", DataSlice(), False, tuple(s for s in systems if s == "mem0")),
     ]
+
+
+def copy_split(source: Path, out: Path) -> None:
+    """The split's cases, manifest and graphs under `out` (verdicts go there, not into the repository); a copy
+    already there is refreshed, its verdicts kept."""
+    if not (source / "cases.jsonl").is_file():
+        raise SystemExit(f"error: {source}: no human split (cases.jsonl) there; make one with `memtrace serve` and "
+                         "`memtrace bench import`, or name it with --split-dir")
+    shutil.copytree(source, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("eval", "eval-pseudo"))
 
 
 def build(args: argparse.Namespace, models: Models) -> None:
@@ -101,15 +125,37 @@ def pick(cases: list[Any], most: int | None) -> list[Any]:
     return sorted(picked, key=lambda c: order[id(c)])
 
 
+def _source(score: Any, source: str) -> dict[str, Any]:
+    part = score.by_source.get(source)
+    return {"n": part.n if part else 0, "type_acc": part.rate(part.type_hits) if part else 0.0,
+            "op_acc": part.rate(part.op_hits) if part else 0.0}
+
+
+def misses(cases: list[Any], verdicts: list[Any]) -> list[dict[str, Any]]:
+    """Every case the method got wrong (error type or op): the label with its rationale and what the method said."""
+    by_id = {v.case_id: v for v in verdicts}
+    found = []
+    for case in cases:
+        verdict = by_id.get(case.case_id)
+        if verdict is not None and all(case_hits(case, verdict)):
+            continue
+        found.append({"case_id": case.case_id, "label": {"error_type": case.label.error_type, "ops": list(case.label.ops),
+                                                         "rationale": case.label.rationale},
+                      "verdict": ({"error_type": verdict.error_type, "op_id": verdict.op_id, "op": verdict.op,
+                                   "reason": verdict.reason, "error": verdict.error} if verdict else None)})
+    return found
+
+
 def score_method(method: str, cases: list[Any], verdicts: list[Any], seconds: float) -> dict[str, Any]:
     score = score_verdicts(method, cases, verdicts)
     by_id = {v.case_id: v for v in verdicts}
     costs = [by_id[c.case_id].cost for c in cases if c.case_id in by_id]
-    inj = score.by_source.get("injected")
+    human = [c for c in cases if c.label.source == "human"]
     return {
         "score": score.to_dict(),
-        "injected": {"n": inj.n if inj else 0, "type_acc": inj.rate(inj.type_hits) if inj else 0.0,
-                     "op_acc": inj.rate(inj.op_hits) if inj else 0.0},
+        "injected": _source(score, "injected"),
+        "human": _source(score, "human"),
+        "misses_human": misses(human, verdicts),
         "median_lm_calls": statistics.median([c.lm_calls for c in costs]) if costs else 0,
         "median_tokens": statistics.median([c.prompt_tokens + c.completion_tokens for c in costs]) if costs else 0,
         "total_lm_calls": sum(c.lm_calls for c in costs),
@@ -150,7 +196,31 @@ def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save:
     return results
 
 
-def targets(results: dict[str, Any]) -> list[tuple[str, bool]]:
+def human_targets(results: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The targets on the human split (see the module docstring), for graphtrace and counterfactual."""
+    methods = results["methods"]
+    checks = []
+    for name in (m for m in HUMAN_METHODS if m in methods):
+        r = methods[name]
+        op, kind = r["human"]["op_acc"], r["human"]["type_acc"]
+        checks += [
+            (f"{name} op-level on human labels {100 * op:.1f}% >= 90%", op >= 0.9),
+            (f"{name} error type on human labels {100 * kind:.1f}% >= 90%", kind >= 0.9),
+            (f"{name} median {r['median_lm_calls']} LM calls <= 8 per case", r["median_lm_calls"] <= 8),
+            (f"{name} median {r['median_tokens']:.0f} tokens <= 12k per case", r["median_tokens"] <= 12_000),
+        ]
+        if "lineage" in methods:
+            gap = 100 * (op - methods["lineage"]["human"]["op_acc"])
+            checks.append((f"{name} above lineage by {gap:+.1f} points op-level (> 0)", gap > 0))
+        for baseline in (b for b in HUMAN_BASELINES if b in methods):
+            gap = 100 * (op - methods[baseline]["human"]["op_acc"])
+            checks.append((f"{name} beats {baseline} by {gap:+.1f} points op-level (>= 20)", gap >= 20))
+    return checks
+
+
+def targets(results: dict[str, Any], split: str = "built") -> list[tuple[str, bool]]:
+    if split == "human":
+        return human_targets(results)
     methods = results["methods"]
     if "graphtrace" not in methods:
         return []
@@ -168,17 +238,36 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool]]:
     return checks
 
 
-def table(results: dict[str, Any]) -> str:
-    header = ["method", "cases", "injected", "type acc (inj)", "op acc (inj)", "type acc (all)", "op acc (all)",
+def table(results: dict[str, Any], split: str = "built") -> str:
+    source, short = ("human", "hum") if split == "human" else ("injected", "inj")
+    header = ["method", "cases", source, f"type acc ({short})", f"op acc ({short})", "type acc (all)", "op acc (all)",
               "median LM calls", "median tokens", "LM calls total", "seconds", "errors"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for method, r in results["methods"].items():
-        overall = r["score"]["overall"]
-        cells = [method, overall["n"], r["injected"]["n"], f"{100 * r['injected']['type_acc']:.1f}",
-                 f"{100 * r['injected']['op_acc']:.1f}", f"{100 * overall['type_acc']:.1f}", f"{100 * overall['op_acc']:.1f}",
+        overall, part = r["score"]["overall"], r.get(source) or {"n": 0, "type_acc": 0.0, "op_acc": 0.0}
+        cells = [method, overall["n"], part["n"], f"{100 * part['type_acc']:.1f}",
+                 f"{100 * part['op_acc']:.1f}", f"{100 * overall['type_acc']:.1f}", f"{100 * overall['op_acc']:.1f}",
                  r["median_lm_calls"], f"{r['median_tokens']:.0f}", r["total_lm_calls"], r["seconds"], r["errors"]]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
+
+
+def misses_text(results: dict[str, Any]) -> str:
+    """Every miss on the human labels, per method: the label and its rationale, the verdict and its reason."""
+    out = []
+    for method, r in results["methods"].items():
+        found = r.get("misses_human") or []
+        if not found:
+            continue
+        out.append(f"### {method}: {len(found)} missed\n")
+        for miss in found:
+            label, verdict = miss["label"], miss["verdict"] or {}
+            said = (f"said {verdict.get('error_type')} at {verdict.get('op_id') or '-'} ({verdict.get('op') or '-'}): "
+                    f"{verdict.get('reason') or verdict.get('error') or ''}") if verdict else "gave no verdict"
+            out.append(f"- {miss['case_id']}: label {label['error_type']} at {', '.join(label['ops']) or '-'} "
+                       f"({label['rationale'] or 'no rationale'}); {said}")
+        out.append("")
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-gold-evidence", action="store_true",
                         help="hide the gold evidence ids from the methods (they use pseudo-evidence, as on data without "
                              "them); scores go to results-pseudo.json/.md, verdicts to each part's eval-pseudo/")
+    parser.add_argument("--split", choices=("built", "human"), default="built",
+                        help="built: build a bench on the slices and score it; human: score the human-labelled split")
+    parser.add_argument("--split-dir", type=Path, default=HUMAN_SPLIT, help="the human split (a bench directory)")
     parser.add_argument("--out", type=Path, default=Path("runs") / f"bench-attribution-{time.strftime('%Y%m%d-%H%M%S')}")
     args = parser.parse_args(argv)
 
@@ -212,27 +304,33 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}")
     roles = ModelRoles(task=ModelSpec(model=args.lm), attributor=ModelSpec(model=args.attributor_lm or args.lm))
     models = Models.from_roles(roles)
-    if not args.eval_only:
+    if args.split == "human":
+        copy_split(args.split_dir, args.out / "human")
+    elif not args.eval_only:
         build(args, models)
     args.out.mkdir(parents=True, exist_ok=True)
     header = (f"task LM {args.lm}, attributor {args.attributor_lm or args.lm}"
-              f"{', gold evidence hidden (pseudo-evidence)' if args.no_gold_evidence else ''}")
+              f"{', gold evidence hidden (pseudo-evidence)' if args.no_gold_evidence else ''}"
+              f"{', the human-labelled split' if args.split == 'human' else ''}")
     name = results_name(args)
 
     def save(results: dict[str, Any]) -> list[tuple[str, bool]]:
         results["models"] = {"task": args.lm, "attributor": args.attributor_lm or args.lm}
-        checks = targets(results)
+        results["split"] = args.split
+        checks = targets(results, args.split)
         results["targets"] = [{"target": line, "met": ok} for line, ok in checks]
         (args.out / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        missed = misses_text(results) if args.split == "human" else ""
         (args.out / f"{name}.md").write_text(
-            f"MemTraceBench, {results['cases']} cases scored; {header}\n\n{table(results)}\n\n"
-            + "\n".join(f"- {'met' if ok else 'missed'}: {line}" for line, ok in checks) + "\n", encoding="utf-8")
+            f"MemTraceBench, {results['cases']} cases scored; {header}\n\n{table(results, args.split)}\n\n"
+            + "\n".join(f"- {'met' if ok else 'missed'}: {line}" for line, ok in checks) + "\n"
+            + (f"\n## Misses on the human labels\n\n{missed}" if missed else ""), encoding="utf-8")
         return checks
 
     results = evaluate(args, models, methods, save)
     checks = save(results)
     print(f"\nMemTraceBench ({results['cases']} cases scored; {header})\n")
-    print(table(results))
+    print(table(results, args.split))
     print()
     for line, ok in checks:
         print(f"{'met   ' if ok else 'missed'} {line}")

@@ -11,25 +11,49 @@ from memtrace_opt.attribution import FailedCase
 
 __all__ = ["BENCH_SCHEMA_VERSION", "SOURCES", "Label", "Injection", "BenchCase"]
 
-BENCH_SCHEMA_VERSION = 1
+#: 2: a label carries `ops` (every acceptable root-cause op), `rationale`, `by` and `at`; version 1 labels are
+#: read with `ops` = [op_id] and the other three empty.
+BENCH_SCHEMA_VERSION = 2
 SOURCES = ("injected", "lineage", "human")
 
 
 @dataclass(frozen=True)
 class Label:
-    """The root cause of a bench case. `op_id` is None for GoldError. `source`: injected, lineage or human."""
+    """The root cause of a bench case (DESIGN.md's label). `source`: injected, lineage or human.
+
+    `ops` lists every acceptable root-cause op id (two faults that each decide the failure), `op_id` is its
+    first; a verdict is right when it names any of them. Both are empty for GoldError (the gold answer or the
+    metric is at fault). `rationale` quotes the evidence a person relied on; `by`/`at` say who labelled and
+    when (ISO 8601, UTC)."""
 
     error_type: str
     op_id: str | None
     op: str | None
     source: str
+    ops: tuple[str, ...] = ()
+    rationale: str = ""
+    by: str = ""
+    at: str = ""
+
+    def __post_init__(self) -> None:
+        if self.op_id and not self.ops:
+            object.__setattr__(self, "ops", (self.op_id,))
+        elif self.ops and self.op_id != self.ops[0]:
+            object.__setattr__(self, "op_id", self.ops[0])
+
+    def accepts(self, op_id: str | None) -> bool:
+        """Whether `op_id` is one of the acceptable root-cause ops."""
+        return op_id is not None and op_id in self.ops
 
     def to_dict(self) -> dict[str, Any]:
-        return {"error_type": self.error_type, "op_id": self.op_id, "op": self.op, "source": self.source}
+        return {"error_type": self.error_type, "op_id": self.op_id, "op": self.op, "source": self.source,
+                "ops": list(self.ops), "rationale": self.rationale, "by": self.by, "at": self.at}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Label:
-        return cls(str(data["error_type"]), data.get("op_id"), data.get("op"), str(data.get("source", "")))
+        ops = tuple(str(op) for op in data.get("ops") or () if op)
+        return cls(str(data["error_type"]), data.get("op_id") or None, data.get("op"), str(data.get("source", "")),
+                   ops, str(data.get("rationale") or ""), str(data.get("by") or ""), str(data.get("at") or ""))
 
 
 @dataclass(frozen=True)

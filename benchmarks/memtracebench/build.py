@@ -33,7 +33,7 @@ from memtrace_opt.attribution.lineage import case_flow
 from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, BenchCase, Injection, Label
 from memtrace_opt.benchmarks.memtracebench.inject import INJECTABLE, Plan, plan_injections
 
-__all__ = ["BuildRequest", "BuildSummary", "build_bench", "default_pr28_path", "load_pr28", "CASES_FILE"]
+__all__ = ["BuildRequest", "BuildSummary", "build_bench", "default_pr28_path", "load_pr28", "write_cases", "CASES_FILE"]
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,10 @@ class _Builder:
             corrected = dataclasses.replace(question, answer=str(change["pr28"]["answer"]))
             upstream = dataclasses.replace(question, answer=str(change["upstream"]["answer"]))
             if not _correct(upstream, prediction) and _correct(corrected, prediction):
-                label = Label("GoldError", None, None, "human")
+                label = Label("GoldError", None, None, "human",
+                              rationale=f"the answer key was corrected: {upstream.answer!r} -> {corrected.answer!r}, "
+                                        f"and the prediction {prediction!r} matches the correction",
+                              by="LoCoMo PR #28")
                 self.cases.append(self.case(system, dataset, conversation, upstream, prediction, path, label,
                                             gold=upstream.answer))
 
@@ -259,10 +262,9 @@ def _same_op(view: GraphView, plan: Plan) -> str | None:
     return min(same, key=lambda op: abs(view.seq(op) - plan.seq)) if same else None
 
 
-def _write(out: Path, cases: Sequence[BenchCase], request: BuildRequest, seconds: float) -> dict[str, dict[str, int]]:
+def write_cases(out: Path, cases: Sequence[BenchCase]) -> dict[str, dict[str, int]]:
+    """Writes `out/cases.jsonl` and `out/hf/`; returns the counts by system and "source/error_type"."""
     out.mkdir(parents=True, exist_ok=True)
-    for verdicts in ("eval", "eval-pseudo"):  # verdicts and scores of the cases being replaced
-        shutil.rmtree(out / verdicts, ignore_errors=True)
     lines = [json.dumps(c.to_dict(), sort_keys=True, ensure_ascii=False) for c in cases]
     (out / CASES_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     rows = [{**c.to_dict(), "evidence": list(c.evidence), "label": json.dumps(c.label.to_dict(), sort_keys=True),
@@ -272,7 +274,14 @@ def _write(out: Path, cases: Sequence[BenchCase], request: BuildRequest, seconds
     counts: dict[str, Counter[str]] = {}
     for c in cases:
         counts.setdefault(c.system, Counter())[f"{c.label.source}/{c.label.error_type}"] += 1
-    plain = {system: dict(sorted(counter.items())) for system, counter in sorted(counts.items())}
+    return {system: dict(sorted(counter.items())) for system, counter in sorted(counts.items())}
+
+
+def _write(out: Path, cases: Sequence[BenchCase], request: BuildRequest, seconds: float) -> dict[str, dict[str, int]]:
+    out.mkdir(parents=True, exist_ok=True)
+    for verdicts in ("eval", "eval-pseudo"):  # verdicts and scores of the cases being replaced
+        shutil.rmtree(out / verdicts, ignore_errors=True)
+    plain = write_cases(out, cases)
     manifest = {"schema_version": BENCH_SCHEMA_VERSION, "kind": "memtracebench", "request": request.to_dict(),
                 "cases": len(cases), "counts": plain, "seconds": round(seconds, 2)}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")

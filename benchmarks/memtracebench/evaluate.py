@@ -1,6 +1,9 @@
-"""Score attribution methods on MemTraceBench: error-type accuracy, operation accuracy (exact op id; for a
-GoldError label, naming GoldError), both, per system and label source, a confusion matrix of error types,
-and the cost per case.
+"""Score attribution methods on MemTraceBench: error-type accuracy, operation accuracy (the verdict names one
+of the label's acceptable ops; for a GoldError label, naming GoldError), both, per system and label source, a
+confusion matrix of error types, and the cost per case. Every table is given per label source (injected,
+lineage, human): lineage is exact on its own labels by construction and injected faults are not natural
+failures, so only the human labels say how often a method agrees with a person. On them lineage's agreement
+is reported as a reference (scored even when not asked for: it needs no LM).
 
 Verdicts go to `<bench>/eval/<method>.jsonl` and the scores to `<bench>/eval/results.json`.
 """
@@ -27,13 +30,17 @@ from memtrace_opt.attribution import (
     attribute_cases,
 )
 from memtrace_opt.attribution.runs import append_verdict, latest, read_verdicts, verdict_line
-from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, BenchCase
+from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, SOURCES, BenchCase
 from memtrace_opt.benchmarks.memtracebench.build import CASES_FILE
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.rundir import write_jsonl
 
 __all__ = ["Score", "MethodScore", "load_bench", "score_verdicts", "eval_bench", "eval_dir", "bench_replay_provider",
-           "score_tables", "confusion_table"]
+           "score_tables", "confusion_table", "case_hits", "reference_agreement", "REFERENCE_METHOD", "HUMAN"]
+
+HUMAN = "human"
+#: scored on the human labels as a reference, whether asked for or not
+REFERENCE_METHOD = "lineage"
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +77,9 @@ class Score:
 
 @dataclass(frozen=True)
 class MethodScore:
+    """A method's scores on a set of cases; `per_source` holds the same scores on each label source's cases.
+    `reference` marks lineage scored only as the reference on human labels (not asked for)."""
+
     method: str
     overall: Score
     by_system: dict[str, Score] = field(default_factory=dict)
@@ -78,9 +88,11 @@ class MethodScore:
     confusion: dict[str, dict[str, int]] = field(default_factory=dict)
     cost: dict[str, float] = field(default_factory=dict)
     errors: int = 0
+    per_source: dict[str, MethodScore] = field(default_factory=dict)
+    reference: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "method": self.method,
             "overall": self.overall.to_dict(),
             "by_system": {k: v.to_dict() for k, v in sorted(self.by_system.items())},
@@ -90,18 +102,34 @@ class MethodScore:
             "cost_per_case": self.cost,
             "errors": self.errors,
         }
+        if self.per_source:
+            data["per_source"] = {k: v.to_dict() for k, v in sorted(self.per_source.items())}
+        if self.reference:
+            data["reference"] = True
+        return data
 
 
-def _hits(case: BenchCase, verdict: Verdict) -> tuple[bool, bool]:
+def case_hits(case: BenchCase, verdict: Verdict) -> tuple[bool, bool]:
+    """(error type right, op right): the op is right when the verdict names any acceptable op; for a GoldError
+    label (no op at fault) when the verdict says GoldError."""
     type_hit = verdict.error_type == case.label.error_type
     if case.label.error_type == GOLD:
         return type_hit, type_hit
-    return type_hit, verdict.op_id is not None and verdict.op_id == case.label.op_id
+    return type_hit, case.label.accepts(verdict.op_id)
 
 
-def score_verdicts(method: str, cases: Sequence[BenchCase], verdicts: Sequence[Verdict]) -> MethodScore:
-    """Score verdicts (matched to cases by case_id) against the cases' labels."""
+def _sources(cases: Sequence[BenchCase]) -> list[str]:
+    """The label sources among `cases`, known ones first in SOURCES order."""
+    found = {c.label.source for c in cases}
+    return [s for s in SOURCES if s in found] + sorted(found - set(SOURCES))
+
+
+def score_verdicts(method: str, cases: Sequence[BenchCase], verdicts: Sequence[Verdict], *,
+                   per_source: bool = True) -> MethodScore:
+    """Score verdicts (matched to cases by case_id) against the cases' labels, overall and per label source."""
     by_id = {v.case_id: v for v in verdicts}
+    split = {source: score_verdicts(method, [c for c in cases if c.label.source == source], verdicts,
+                                    per_source=False) for source in _sources(cases)} if per_source else {}
     overall = Score()
     by_system: dict[str, Score] = {}
     by_source: dict[str, Score] = {}
@@ -111,7 +139,7 @@ def score_verdicts(method: str, cases: Sequence[BenchCase], verdicts: Sequence[V
     errors = 0
     for case in cases:
         verdict = by_id.get(case.case_id) or Verdict.failed(case.case_id, method, "no verdict")
-        type_hit, op_hit = _hits(case, verdict)
+        type_hit, op_hit = case_hits(case, verdict)
         overall = overall.add(type_hit, op_hit)
         by_system[case.system] = by_system.get(case.system, Score()).add(type_hit, op_hit)
         by_source[case.label.source] = by_source.get(case.label.source, Score()).add(type_hit, op_hit)
@@ -126,7 +154,7 @@ def score_verdicts(method: str, cases: Sequence[BenchCase], verdicts: Sequence[V
     n = max(1, len(cases))
     cost = {key: round(value / n, 3) for key, value in totals.items()}
     return MethodScore(method, overall, by_system, by_source, by_type,
-                       {k: dict(v) for k, v in confusion.items()}, cost, errors)
+                       {k: dict(v) for k, v in confusion.items()}, cost, errors, split)
 
 
 def bench_replay_provider(root: str | Path, cases: Sequence[BenchCase], task_lm: Any = None
@@ -185,6 +213,7 @@ def eval_bench(
     case_ids: Iterable[str] | None = None,
     fresh: bool = False,
     gold_evidence: bool = True,
+    reference: bool = False,
 ) -> list[MethodScore]:
     """Run each method on the bench's cases and score it; writes `eval/<method>.jsonl` and `eval/results.json`.
     `lm` is the attributor model; `task_lm` the model the systems run on when `counterfactual` replays
@@ -195,6 +224,10 @@ def eval_bench(
     a verdict (without `error`) from the method is not attributed again; `fresh` starts the method over.
     Verdicts on cases outside `case_ids` / `limit` stay in the file. Building a bench into the directory again
     removes `eval/`, so verdicts never outlive their cases.
+
+    `reference`: with human-labelled cases among them, lineage is scored on those too (a `reference` score at the
+    end of the list, unless asked for as a method). Either way its agreement with people is in `results.json`
+    as `lineage_agreement_with_human` when lineage was scored on human labels.
 
     `gold_evidence=False` hides the gold evidence ids from the methods, as on a user's own data without them:
     they work from pseudo-evidence (the question and gold answer against the turns). Those verdicts and scores
@@ -209,37 +242,55 @@ def eval_bench(
     out = root / eval_dir(gold_evidence)
     out.mkdir(parents=True, exist_ok=True)
     scores = []
-    wanted = {c.case_id for c in cases}
-    for method in methods:
+
+    def run(method: str, subset: list[BenchCase]) -> list[Verdict]:
         path = out / f"{method}.jsonl"
         if fresh:
             path.unlink(missing_ok=True)
+        wanted = {c.case_id for c in subset}
         earlier = latest(read_verdicts(path), method)
         done = {cid: v for cid, v in earlier.items() if v.error is None and cid in wanted}
         if done:
-            log.info("%s: %d of %d cases already attributed (kept; --fresh to redo them)", method, len(done), len(cases))
-        todo = [c for c in cases if c.case_id not in done]
+            log.info("%s: %d of %d cases already attributed (kept; --fresh to redo them)", method, len(done), len(subset))
+        todo = [c for c in subset if c.case_id not in done]
 
-        def tick(count: int, total: int, verdict: Verdict, method: str = method, path: Path = path,
-                 before: int = len(done)) -> None:
+        def tick(count: int, total: int, verdict: Verdict, before: int = len(done)) -> None:
             append_verdict(path, verdict)  # one line per case as it ends: a stopped eval keeps its verdicts
             if progress is not None:
                 progress(method, before + count, before + total)
 
         options: dict[str, Any] = {}
         if method == "counterfactual":
-            options["replay_provider"] = bench_replay_provider(root, cases, task_lm)
-        new = attribute_cases([_shown(c.failed_case(root), gold_evidence) for c in todo], method, lm=lm, config=config, progress=tick,
-                              num_threads=num_threads, **options)
+            options["replay_provider"] = bench_replay_provider(root, subset, task_lm)
+        new = attribute_cases([_shown(c.failed_case(root), gold_evidence) for c in todo], method, lm=lm, config=config,
+                              progress=tick, num_threads=num_threads, **options)
         found = {**done, **{v.case_id: v for v in new}}
-        verdicts = [found[c.case_id] for c in cases if c.case_id in found]
         # one per case in bench order, in place of the appended lines; verdicts on cases outside this subset stay
         kept = {**earlier, **found}
         write_jsonl(path, (verdict_line(kept[c.case_id]) for c in every if c.case_id in kept))
-        scores.append(score_verdicts(method, cases, verdicts))
+        return [found[c.case_id] for c in subset if c.case_id in found]
+
+    methods = list(methods)
+    for method in methods:
+        scores.append(score_verdicts(method, cases, run(method, cases)))
+    human = [c for c in cases if c.label.source == HUMAN]
+    if reference and human and REFERENCE_METHOD not in methods:
+        lineage = score_verdicts(REFERENCE_METHOD, human, run(REFERENCE_METHOD, human))
+        scores.append(replace(lineage, reference=True))
     results = {"schema_version": BENCH_SCHEMA_VERSION, "cases": len(cases), "methods": [s.to_dict() for s in scores]}
+    agreement = reference_agreement(scores)
+    if agreement is not None:
+        results["lineage_agreement_with_human"] = agreement.to_dict()
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return scores
+
+
+def reference_agreement(scores: Sequence[MethodScore]) -> Score | None:
+    """Lineage's agreement with the human labels (its scores on the human-labelled cases), or None without them."""
+    for score in scores:
+        if score.method == REFERENCE_METHOD and HUMAN in score.per_source:
+            return score.per_source[HUMAN].overall
+    return None
 
 
 def eval_dir(gold_evidence: bool = True) -> str:
@@ -259,32 +310,64 @@ def _pct(score: Score, hits: int) -> str:
     return f"{score.rate(hits):.0%}" if score.n else "-"
 
 
-def score_tables(scores: Sequence[MethodScore]) -> list[Table]:
-    """Accuracy and cost per method; accuracy per method and system."""
-    main = Table(title="MemTraceBench: attribution accuracy")
+_SOURCE_NOTES = {
+    "injected": "injected faults (the truth known)",
+    "lineage": "natural failures labelled by lineage (silver: lineage is exact on them by construction)",
+    "human": "labelled by a person",
+}
+
+
+def _accuracy_table(title: str, rows: Sequence[tuple[str, MethodScore]]) -> Table:
+    table = Table(title=title)
     for column in ("method", "cases", "type acc", "op acc", "both", "LM calls", "tokens", "seconds", "errors"):
-        main.add_column(column, justify="left" if column == "method" else "right")
-    for s in scores:
+        table.add_column(column, justify="left" if column == "method" else "right")
+    for name, s in rows:
         tokens = s.cost.get("prompt_tokens", 0) + s.cost.get("completion_tokens", 0)
-        main.add_row(s.method, str(s.overall.n), _pct(s.overall, s.overall.type_hits), _pct(s.overall, s.overall.op_hits),
-                     _pct(s.overall, s.overall.both_hits), f"{s.cost.get('lm_calls', 0):.1f}", f"{tokens:.0f}",
-                     f"{s.cost.get('seconds', 0):.2f}", str(s.errors))
-    systems = sorted({k for s in scores for k in s.by_system})
-    per_system = Table(title="type acc / op acc by system")
-    per_system.add_column("method")
+        table.add_row(name, str(s.overall.n), _pct(s.overall, s.overall.type_hits), _pct(s.overall, s.overall.op_hits),
+                      _pct(s.overall, s.overall.both_hits), f"{s.cost.get('lm_calls', 0):.1f}", f"{tokens:.0f}",
+                      f"{s.cost.get('seconds', 0):.2f}", str(s.errors))
+    return table
+
+
+def _system_table(title: str, rows: Sequence[tuple[str, MethodScore]]) -> Table:
+    systems = sorted({k for _, s in rows for k in s.by_system})
+    table = Table(title=title)
+    table.add_column("method")
     for system in systems:
-        per_system.add_column(system, justify="right")
-    for s in scores:
+        table.add_column(system, justify="right")
+    for name, s in rows:
         cells = [f"{_pct(x, x.type_hits)} / {_pct(x, x.op_hits)} (n={x.n})" if (x := s.by_system.get(system)) else "-"
                  for system in systems]
-        per_system.add_row(s.method, *cells)
-    return [main, per_system]
+        table.add_row(name, *cells)
+    return table
 
 
-def confusion_table(score: MethodScore) -> Table:
-    """Rows: labelled error type; columns: predicted error type."""
+def score_tables(scores: Sequence[MethodScore]) -> list[Table]:
+    """Accuracy and cost per method, and accuracy per method and system: over all cases, then per label source.
+    On the human labels, lineage scored as the reference is the last row, `lineage (reference)`."""
+    asked = [s for s in scores if not s.reference]
+    tables = [_accuracy_table("MemTraceBench: attribution accuracy (all cases)", [(s.method, s) for s in asked]),
+              _system_table("type acc / op acc by system (all cases)", [(s.method, s) for s in asked])]
+    sources = list(dict.fromkeys(source for s in asked for source in s.per_source))
+    if len(sources) < 2 and not any(s.reference for s in scores):
+        return tables  # one source: its tables are the ones above
+    for source in sources:
+        rows = [(s.method, s.per_source[source]) for s in asked if source in s.per_source]
+        rows += [(f"{s.method} (reference)", s.per_source[source]) for s in scores
+                 if s.reference and source in s.per_source]
+        note = _SOURCE_NOTES.get(source, source)
+        tables.append(_accuracy_table(f"source {source}: {note}", rows))
+        tables.append(_system_table(f"type acc / op acc by system (source {source})", rows))
+    return tables
+
+
+def confusion_table(score: MethodScore, source: str | None = None) -> Table:
+    """Rows: labelled error type; columns: predicted error type. `source`: on that label source's cases only."""
+    if source is not None:
+        score = score.per_source.get(source) or MethodScore(score.method, Score())
     predicted = [t for t in (*ERROR_TYPES, "error") if any(t in row for row in score.confusion.values())]
-    table = Table(title=f"confusion ({score.method}): label (rows) x prediction (columns)")
+    where = f", source {source}" if source is not None else ""
+    table = Table(title=f"confusion ({score.method}{where}): label (rows) x prediction (columns)")
     table.add_column("label")
     for name in predicted:
         table.add_column(name.replace("Error", ""), justify="right")

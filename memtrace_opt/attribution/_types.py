@@ -1,6 +1,7 @@
 """Value types of attribution: the failed case to explain, the verdict, its cost, and the error taxonomy.
 
-The taxonomy is MemTrace's: five memory-system faults plus `GoldError` (the dataset's answer is wrong).
+The taxonomy is MemTrace's: five memory-system faults plus `GoldError`: nothing in the pipeline is at fault,
+the gold answer is wrong or the metric calls a right answer wrong (a verdict or label with no op).
 Which type a fault of an operation is follows from the operation's role in the pipeline
 (`error_type_for_op`):
 

@@ -91,7 +91,12 @@ def bench_eval_impl(
 ) -> Any:
     """Score attribution methods on the benchmark in `bench`; print accuracy, cost and confusion tables."""
     from memtrace_opt.attribution import AttributionConfig, method_names
-    from memtrace_opt.benchmarks.memtracebench.evaluate import confusion_table, eval_bench, score_tables
+    from memtrace_opt.benchmarks.memtracebench.evaluate import (
+        confusion_table,
+        eval_bench,
+        reference_agreement,
+        score_tables,
+    )
     from memtrace_opt.errors import ConfigError
 
     unknown = [m for m in methods if m not in method_names()]
@@ -110,11 +115,17 @@ def bench_eval_impl(
 
     scores = eval_bench(bench, methods, lm=lm, config=AttributionConfig(embedder=embedder, max_lm_calls=max_calls),
                         limit=limit, progress=tick, num_threads=threads, task_lm=task_lm, fresh=fresh,
-                        gold_evidence=gold_evidence)
+                        gold_evidence=gold_evidence, reference=True)
     for table in score_tables(scores):
         out_console.print(table)
-    for score in scores:
-        out_console.print(confusion_table(score))
+    for score in (s for s in scores if not s.reference):
+        sources = list(score.per_source) if len(score.per_source) > 1 else [None]
+        for source in sources:
+            out_console.print(confusion_table(score, source))
+    agreement = reference_agreement(scores)
+    if agreement is not None:
+        out_console.print(f"lineage agrees with the human labels on {agreement.n} cases: error type "
+                          f"{agreement.rate(agreement.type_hits):.0%}, op {agreement.rate(agreement.op_hits):.0%}")
     return scores
 
 
@@ -167,7 +178,8 @@ def bench_eval_command(
     config: Path | None,
 ) -> None:
     """Score attribution methods on MemTraceBench: type and op accuracy (overall, by system), a confusion
-    matrix, cost per case. Verdicts and scores go to BENCH/eval/; each verdict is written as its case ends, and
+    matrix, cost per case; every table again per label source (injected, lineage, human), a verdict right when
+    it names any of the label's acceptable ops, and lineage's agreement with the human labels as a reference. Verdicts and scores go to BENCH/eval/; each verdict is written as its case ends, and
     a stopped eval resumes where it stopped (--fresh starts over, e.g. with another attributor model)."""
     bench_eval_impl(bench, list(method or ["lineage"]), roles=roles, embedder=embedder, max_calls=max_calls,
                     limit=limit, threads=threads, progress=not quiet, fresh=fresh, gold_evidence=gold_evidence)

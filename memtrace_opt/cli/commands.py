@@ -8,9 +8,11 @@ from memtrace_opt.cli import (  # noqa: F401
     run_cmd,
     attribute_cmd,
     report_cmd,
+    serve_cmd,
     export_cmd,
     optimize_cmd,
     data_cmd,
     graph_cmd,
     bench_cmd,
+    bench_import_cmd,
 )

@@ -12,9 +12,12 @@ from memtrace_opt.metrics._porter import porter_stem
 from memtrace_opt.metrics.score import CORRECT_F1, AnswerScore, is_abstention, score_answer
 from memtrace_opt.metrics.table import CategoryStats, CategoryTable, ScoreRow, category_table
 from memtrace_opt.metrics.text import (
+    STOP_WORDS,
     TokenScores,
     answer_tokens,
     bleu1,
+    content_recall,
+    content_tokens,
     multi_answer_f1,
     normalize_answer,
     token_f1,
@@ -28,6 +31,7 @@ __all__ = [
     "AnswerScore",
     "CategoryStats",
     "CategoryTable",
+    "STOP_WORDS",
     "JudgeAnswer",
     "JudgeResult",
     "LLMJudge",
@@ -36,6 +40,8 @@ __all__ = [
     "answer_tokens",
     "bleu1",
     "category_table",
+    "content_recall",
+    "content_tokens",
     "is_abstention",
     "multi_answer_f1",
     "normalize_answer",

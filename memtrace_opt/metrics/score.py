@@ -6,8 +6,9 @@
 - open-domain: only the part of the gold before the first ';' counts (upstream does the same);
 - everything else: token F1.
 `correct_by_rule` is the judge-free verdict: the abstention check for abstention questions; otherwise
-F1 > 0.5, or every gold token appears in the prediction (verbose but right answers), and never when
-the prediction abstains. The rule reads a numeral and its number word as the same token ("3 years" is
+F1 > 0.5, or every gold content word appears in the prediction (verbose but right answers; stop words
+such as "in" or "was" need not, see `metrics.text.STOP_WORDS`), and never when the prediction abstains.
+The rule reads a numeral and its number word as the same token ("3 years" is
 "three years", "2" is "two"; 0 to 20 and the tens), where F1, as upstream computes it, does not.
 """
 
@@ -15,10 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from memtrace_opt.data import Question
-from memtrace_opt.metrics.text import bleu1, multi_answer_f1, token_scores
+from memtrace_opt.metrics.text import bleu1, content_recall, multi_answer_f1, token_scores
 
 CORRECT_F1 = 0.5
 
@@ -69,17 +70,35 @@ def spell_numbers(text: str) -> str:
     return _NUMERAL.sub(lambda m: _NUMBER_WORDS.get(int(m.group()), m.group()), text)
 
 
-def _lexical(text: str, gold: str, multi_hop: bool) -> tuple[float, float]:
-    """(F1, recall) of `text` against `gold`: multi-hop's per-part scores, else token F1."""
+class _Lexical(NamedTuple):
+    f1: float
+    recall: float  # of every gold token, as recorded
+    content: float  # of the gold's content words: the rule's "every gold word" test
+
+
+def _lexical(text: str, gold: str, multi_hop: bool) -> _Lexical:
+    """F1 and recalls of `text` against `gold`: multi-hop's per-part scores (the weakest part's recall), else
+    token F1."""
     if multi_hop:
         parts = [g.strip() for g in gold.split(",")]
-        return multi_answer_f1(text, gold), min(token_scores(text, part).recall for part in parts)
+        return _Lexical(multi_answer_f1(text, gold), min(token_scores(text, part).recall for part in parts),
+                        min(content_recall(text, part) for part in parts))
     scores = token_scores(text, gold)
-    return scores.f1, scores.recall
+    return _Lexical(scores.f1, scores.recall, content_recall(text, gold))
 
 
-def score_answer(question: Question, prediction: str | None) -> AnswerScore:
-    """Score `prediction` against `question`'s gold answer according to its category."""
+def _right(scores: _Lexical, gold_words: str) -> bool:
+    return scores.f1 > CORRECT_F1 or (scores.content if gold_words == "content" else scores.recall) == 1.0
+
+
+GOLD_WORDS = ("content", "all")
+
+
+def score_answer(question: Question, prediction: str | None, *, gold_words: str = "content") -> AnswerScore:
+    """Score `prediction` against `question`'s gold answer according to its category. `gold_words="all"` is
+    the rule before the content-word test (every gold token, stop words too), to compare recorded verdicts."""
+    if gold_words not in GOLD_WORDS:
+        raise ValueError(f"gold_words must be one of {GOLD_WORDS}, not {gold_words!r}")
     text = "" if prediction is None else str(prediction)
     abstained = is_abstention(text)
     if question.abstention:
@@ -89,11 +108,10 @@ def score_answer(question: Question, prediction: str | None) -> AnswerScore:
     if question.category == "open-domain":
         gold = gold.split(";")[0].strip()
     multi_hop = question.category == "multi-hop"
-    f1, recall = _lexical(text, gold, multi_hop)
+    scores = _lexical(text, gold, multi_hop)
     rule = "multi-f1" if multi_hop else "f1"
-    correct = not abstained and (f1 > CORRECT_F1 or recall == 1.0)
+    correct = not abstained and _right(scores, gold_words)
     spelled, spelled_gold = spell_numbers(text), spell_numbers(gold)
     if not correct and not abstained and (spelled, spelled_gold) != (text, gold):
-        spelled_f1, spelled_recall = _lexical(spelled, spelled_gold, multi_hop)
-        correct = spelled_f1 > CORRECT_F1 or spelled_recall == 1.0
-    return AnswerScore(f1, bleu1(text, gold), recall, abstained, correct, rule)
+        correct = _right(_lexical(spelled, spelled_gold, multi_hop), gold_words)
+    return AnswerScore(scores.f1, bleu1(text, gold), scores.recall, abstained, correct, rule)

@@ -310,8 +310,22 @@ def intern_strings(nodes: dict[str, dict[str, Any]], *, min_length: int = 160) -
     return table
 
 
+def _labels(run: RunArtifacts) -> dict[str, dict[str, Any]]:
+    """The run's root-cause labels (RUN/labels.jsonl), latest per case; none when the file is unreadable (logged)."""
+    from memtrace_opt.errors import MemtraceError
+    from memtrace_opt.report.labels import LABELS_FILE, latest_labels
+
+    try:
+        return latest_labels(run.root / LABELS_FILE)
+    except MemtraceError as error:
+        log.warning("labels not shown: %s", error)
+        return {}
+
+
 def build_payload(run: RunArtifacts, *, max_nodes: int = 150) -> dict[str, Any]:
-    """The report's data: summary, failed questions with verdicts and graph views, optimization rounds."""
+    """The report's data: summary, failed questions with verdicts and graph views, optimization rounds, and the
+    labels given so far. `labelling` says how the page saves a label: `download` (a plain file: the page
+    collects labels and downloads labels.jsonl); the labelling server sets `server`."""
     by_case = run.verdicts_by_case()
     rows: list[dict[str, Any]] = []
     nodes: dict[str, dict[str, Any]] = {}
@@ -354,4 +368,6 @@ def build_payload(run: RunArtifacts, *, max_nodes: int = 150) -> dict[str, Any]:
         "nodes": nodes,
         "views": views,
         "optimize": _optimize(run.manifest),
+        "labels": {k: v for k, v in _labels(run).items() if k in {r["id"] for r in rows}},
+        "labelling": {"mode": "download", "file": "labels.jsonl"},
     }

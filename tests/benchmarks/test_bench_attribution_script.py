@@ -51,3 +51,51 @@ def test_dry_run_scores_every_method_and_saves_the_table(tmp_path):
     again = json.loads((out / "results.json").read_text())
     assert set(again["methods"]) == {"lineage", "graphtrace", "blame_response", "random"}
     assert again["methods"]["graphtrace"] == graphtrace
+
+
+def _human_split(tmp_path):
+    from memtrace_opt.benchmarks.memtracebench.human import import_labels
+    from memtrace_opt.report import load_run
+    from memtrace_opt.report.demo_run import write_demo_run
+    from memtrace_opt.report.labels import append_label, make_label
+
+    root = write_demo_run(tmp_path / "run")
+    run = load_run(root)
+    for form in ({"case_id": "mem0/locomo/conv-26-q3", "error_type": "DeletionError", "ops": ["op:10"],
+                  "rationale": "op:10 deleted 'works at the Sunrise Bakery'"},
+                 {"case_id": "mem0/locomo/conv-26-q4", "error_type": "RetrievalError", "ops": ["op:18", "op:19"]},
+                 {"case_id": "mem0/locomo/conv-26-q5", "error_type": "ResponseError", "ops": ["op:21"]}):
+        append_label(root, make_label(run, form, by="tester"))
+    import_labels(root, root / "labels.jsonl", tmp_path / "split")
+    return tmp_path / "split"
+
+
+def test_the_human_split_is_scored_with_its_targets_and_misses(tmp_path):
+    split = _human_split(tmp_path)
+    out = tmp_path / "attr"
+    status = main(["--lm", "fake", "--split", "human", "--split-dir", str(split), "--embedder", "hash",
+                   "--methods", "lineage,graphtrace,blame_response,all_at_once", "--out", str(out)])
+    results = json.loads((out / "results.json").read_text())
+    assert results["split"] == "human" and results["cases"] == 3
+    assert not (split / "eval").exists()  # verdicts go under --out, not into the split kept in the repository
+    blame = results["methods"]["blame_response"]
+    # right on the response failure; on the retrieval one it names op:19 (the answer op), one of the two acceptable
+    # ops, with the wrong error type
+    assert blame["human"] == {"n": 3, "type_acc": 1 / 3, "op_acc": 2 / 3}
+    assert [m["case_id"].split(":")[1] for m in blame["misses_human"]] == ["conv-26-q3", "conv-26-q4"]
+    assert blame["misses_human"][0]["label"]["rationale"].startswith("op:10 deleted")
+    lines = [t["target"] for t in results["targets"]]
+    assert any(line.startswith("graphtrace op-level on human labels") for line in lines)
+    assert any(line.startswith("graphtrace above lineage by") for line in lines)
+    assert any(line.startswith("graphtrace beats all_at_once by") for line in lines)
+    assert not any("injected" in line for line in lines)
+    text = (out / "results.md").read_text()
+    assert "op acc (hum)" in text and "## Misses on the human labels" in text and "### blame_response: 2 missed" in text
+    assert status == (0 if all(t["met"] for t in results["targets"]) else 1)
+
+
+def test_a_missing_human_split_is_one_line(tmp_path):
+    import pytest
+
+    with pytest.raises(SystemExit, match="no human split"):
+        main(["--lm", "fake", "--split", "human", "--split-dir", str(tmp_path / "none"), "--out", str(tmp_path / "o")])

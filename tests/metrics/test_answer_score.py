@@ -104,3 +104,52 @@ def test_spelled_numbers_do_not_make_other_numbers_equal(prediction: str, gold: 
 def test_a_multi_hop_answer_reads_numbers_alike_part_by_part() -> None:
     assert score_answer(make("two, Denver", "multi-hop"), "2, Denver").correct_by_rule
     assert not score_answer(make("two, Denver", "multi-hop"), "3, Denver").correct_by_rule
+
+
+# the "every gold word" test reads content words: stop words in the gold need not be in the answer ------------
+@pytest.mark.parametrize(("prediction", "gold", "category"), [
+    # F1 0.5 (8 tokens against 4, 3 shared: one of the gold's two "in"s is missing); every content word is there
+    ("The wedding was held in Udaipur during December 2024", "In Udaipur in December", "single-hop"),
+    # "at" is not in the answer; F1 0.4
+    ("Caroline spent the morning hiking on Mount Rainier", "At Mount Rainier", "single-hop"),
+    # per part: "in Paris" and "in Rome" each lose only their "in" (F1 0.2 each)
+    ("They visited Paris last spring and then Rome during the summer", "in Paris, in Rome", "multi-hop"),
+])
+def test_an_answer_that_holds_every_content_word_of_the_gold_is_right(prediction: str, gold: str,
+                                                                     category: str) -> None:
+    score = score_answer(make(gold, category), prediction)
+    assert score.f1 <= 0.5 and score.recall < 1.0  # upstream's F1 and recall, unchanged: the stop words count
+    assert score.correct_by_rule
+
+
+def test_the_issue_pair_is_right() -> None:
+    score = score_answer(make("In Udaipur in December"), "Udaipur, December 2024")
+    assert score.correct_by_rule and score.recall == 0.5  # "in" twice in the gold, absent from the answer
+
+
+@pytest.mark.parametrize(("prediction", "gold"), [
+    ("Caroline went to Mount Rainier", "She was at Mount Rainier"),  # a pronoun is a content word
+    ("in the office", "not in the office"),  # so is a negation (F1 0.8 keeps this one right by F1, though)
+    ("to London", "to Paris"),
+    ("before the party started", "after the party"),  # "after" says when
+])
+def test_content_words_still_decide(prediction: str, gold: str) -> None:
+    from memtrace_opt.metrics import content_recall
+
+    assert content_recall(prediction, gold) < 1.0
+
+
+def test_a_gold_of_stop_words_only_is_read_whole() -> None:
+    from memtrace_opt.metrics import content_tokens
+
+    assert content_tokens("It was") == ["it", "wa"]  # nothing else left: every token counts
+    assert not score_answer(make("It was"), "It is").correct_by_rule
+
+
+def test_the_former_rule_stays_to_compare_recorded_verdicts() -> None:
+    question = make("In Udaipur in December")
+    verbose = "The wedding was held in Udaipur during December 2024"
+    assert score_answer(question, verbose).correct_by_rule
+    assert not score_answer(question, verbose, gold_words="all").correct_by_rule
+    with pytest.raises(ValueError, match="gold_words"):
+        score_answer(question, verbose, gold_words="some")

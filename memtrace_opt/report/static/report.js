@@ -202,7 +202,8 @@
     if (!cases.length) list.appendChild(h("div", { cls: "empty", text: D.cases.length ? "No failed question matches the filters." : "No failed questions in this run." }));
     cases.forEach(function (c) {
       var item = h("button", { cls: "case-item" + (c.id === state.caseId ? " sel" : ""), "data-case": c.id },
-        h("span", { cls: "row" }, chip(c.etype), c.category ? plain(c.category) : null),
+        h("span", { cls: "row" }, chip(c.etype), c.category ? plain(c.category) : null,
+          D.labels && D.labels[c.id] ? plain("labelled", "ok labelled") : null),
         h("span", { cls: "q", text: c.question }),
         h("span", { cls: "m", text: c.qid + (c.op ? "  ·  " + c.op : "") }));
       item.addEventListener("click", function () { selectCase(c.id); });
@@ -249,10 +250,132 @@
         h("div", { cls: "meta", text: "method " + (v.method || "?") + (v.cost ? "  ·  " + num(v.cost.lm_calls) + " LM calls, " + num((v.cost.prompt_tokens || 0) + (v.cost.completion_tokens || 0)) + " tokens, " + secs(v.cost.seconds) : "") }));
       head.appendChild(box);
     });
+    head.appendChild(labelForm(c));
     root.appendChild(head);
     var view = c.view ? D.views[c.view] : null;
     if (!view) { below.appendChild(h("div", { cls: "panel empty", text: "No evolution graph was recorded for this question." })); return; }
     renderGraph(below, c, view, nodeId);
+  }
+
+  // labelling ------------------------------------------------------------------------------------------
+  // Served by `memtrace serve`, a label is posted and written to RUN/labels.jsonl at once; opened as a plain
+  // file, the page keeps the labels (and in localStorage across reloads) and downloads labels.jsonl.
+  var LABEL_TYPES = ["ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError", "GoldError"];
+  var L = D.labelling || { mode: "download", file: "labels.jsonl" };
+  D.labels = D.labels || {};
+  var STORE = "memtrace-labels:" + ((D.summary && D.summary.run) || "");
+  if (L.mode !== "server") {
+    try {
+      var kept = JSON.parse(localStorage.getItem(STORE) || "{}");
+      Object.keys(kept).forEach(function (k) { if (caseById(k)) D.labels[k] = kept[k]; });
+    } catch (e) { /* storage off for file: pages in some browsers */ }
+  }
+  function remember() { try { localStorage.setItem(STORE, JSON.stringify(D.labels)); } catch (e) { /* see above */ } }
+  function labelLines() {
+    return Object.keys(D.labels).map(function (k) { return JSON.stringify(D.labels[k]); }).join("\n") + "\n";
+  }
+  function download() {
+    var blob = new Blob([labelLines()], { type: "application/x-ndjson" });
+    var a = h("a", { href: URL.createObjectURL(blob), download: L.file || "labels.jsonl" });
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+  }
+  function viewOps(c) {
+    var view = c.view ? D.views[c.view] : null;
+    if (!view) return [];
+    return view.nodes.map(function (n) { return n[0]; })
+      .filter(function (id) { return nodeInfo(view, id).k === "op"; })
+      .map(function (id) { return { id: id, info: nodeInfo(view, id) }; })
+      .sort(function (a, b) { return (a.info.seq || 0) - (b.info.seq || 0); });
+  }
+  function savedLabel(line) {
+    if (!line) return h("div", { cls: "label-saved none", id: "label-saved", text: "Not labelled yet." });
+    return h("div", { cls: "label-saved", id: "label-saved", "data-etype": line.error_type },
+      h("div", { cls: "row" }, h("b", { text: "Label" }), chip(line.error_type),
+        (line.ops || []).map(function (op) { return plain(op); }),
+        plain("by " + (line.by || "?")), plain(line.at || "")),
+      line.rationale ? h("div", { cls: "reason", text: line.rationale }) : null);
+  }
+  function labelForm(c) {
+    var line = D.labels[c.id] || null, ops = viewOps(c);
+    var box = h("div", { cls: "label-form", id: "label-form", "data-case": c.id });
+    var saved = savedLabel(line);
+    box.appendChild(h("h3", { text: "Root cause (your label)" }));
+    box.appendChild(saved);
+    var etype = h("select", { id: "label-etype", "aria-label": "error type" }, h("option", { value: "", text: "error type…" }),
+      LABEL_TYPES.map(function (t) { return h("option", { value: t, text: t }); }));
+    etype.value = line ? line.error_type : "";
+    var chosen = {};
+    (line ? line.ops || [] : []).forEach(function (op) { chosen[op] = true; });
+    var opList = h("div", { cls: "label-ops" }, ops.length ? ops.map(function (o) {
+      var box = h("input", { type: "checkbox", cls: "label-op", value: o.id });
+      box.checked = !!chosen[o.id];
+      return h("label", { title: o.info.op || o.id }, box, " " + o.id + "  " + (o.info.op || ""));
+    }) : h("span", { cls: "meta", text: "No graph view: name the op ids below." }));
+    var shown = {};
+    ops.forEach(function (o) { shown[o.id] = true; });
+    var other = h("input", { type: "text", id: "label-other-ops", placeholder: "other op ids, e.g. op:7 op:12",
+      value: Object.keys(chosen).filter(function (op) { return !shown[op]; }).join(" ") });
+    var rationale = h("input", { type: "text", id: "label-rationale", placeholder: "one line: the evidence you relied on",
+      value: line ? line.rationale || "" : "" });
+    var by = h("input", { type: "text", id: "label-by", placeholder: "your name", value: (line && line.by) || L.by || "" });
+    var status = h("span", { cls: "meta", id: "label-status" });
+    function gold() {
+      var off = etype.value === "GoldError";
+      Array.prototype.forEach.call(opList.querySelectorAll("input"), function (i) { i.disabled = off; });
+      other.disabled = off;
+    }
+    etype.addEventListener("change", gold);
+    gold();
+    function form() {
+      var picked = Array.prototype.filter.call(opList.querySelectorAll("input.label-op"), function (i) { return i.checked; })
+        .map(function (i) { return i.value; });
+      picked = picked.concat(other.value.split(/[\s,]+/).filter(Boolean));
+      return { case_id: c.id, error_type: etype.value, ops: etype.value === "GoldError" ? [] : picked,
+               rationale: rationale.value.replace(/\s+/g, " ").trim(), by: by.value.trim() };
+    }
+    function stored(lineNow, note) {
+      D.labels[c.id] = lineNow;
+      box.replaceChild(savedLabel(lineNow), box.querySelector("#label-saved"));
+      status.textContent = note;
+      var item = document.querySelector('.case-item[data-case="' + (window.CSS && CSS.escape ? CSS.escape(c.id) : c.id) + '"]');
+      if (item && !item.querySelector(".labelled")) item.querySelector(".row").appendChild(plain("labelled", "ok labelled"));
+      if (dl) dl.textContent = "Download labels.jsonl (" + Object.keys(D.labels).length + ")";
+    }
+    function save() {
+      var f = form();
+      if (!f.error_type) { status.textContent = "Choose an error type."; return; }
+      if (f.error_type !== "GoldError" && !f.ops.length) { status.textContent = "Tick the root-cause op (or several), or choose GoldError."; return; }
+      if (L.mode === "server") {
+        status.textContent = "saving…";
+        fetch(L.endpoint || "labels", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(f) })
+          .then(function (r) { return r.json().then(function (body) { return { ok: r.ok, body: body }; }); })
+          .then(function (r) {
+            if (r.ok) stored(r.body, "Saved to labels.jsonl.");
+            else status.textContent = "Not saved: " + (r.body.error || "the server refused it");
+          })
+          .catch(function (e) { status.textContent = "Not saved: " + e; });
+        return;
+      }
+      var names = {};
+      ops.forEach(function (o) { names[o.id] = o.info.op || null; });
+      var at = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+      stored({ schema_version: 1, case_id: f.case_id, error_type: f.error_type, op_id: f.ops[0] || null,
+               op: f.ops.length ? names[f.ops[0]] || null : null, source: "human", ops: f.ops, rationale: f.rationale,
+               by: f.by, at: at }, "Kept in this page: download labels.jsonl to keep it.");
+      remember();
+    }
+    var dl = L.mode === "server" ? null : h("button", { cls: "tool wide", id: "label-download", text: "Download labels.jsonl (" + Object.keys(D.labels).length + ")", on: { click: download } });
+    box.appendChild(h("div", { cls: "label-grid" },
+      h("div", { cls: "k", text: "Error type" }), etype,
+      h("div", { cls: "k", text: "Root-cause op(s)" }), h("div", null, opList, other),
+      h("div", { cls: "k", text: "Rationale" }), rationale,
+      h("div", { cls: "k", text: "Labelled by" }), by));
+    box.appendChild(h("div", { cls: "row" },
+      h("button", { cls: "tool wide", id: "label-save", text: L.mode === "server" ? "Save label" : "Keep label", on: { click: save } }),
+      dl, status));
+    return box;
   }
 
   // graph ---------------------------------------------------------------------------------------------

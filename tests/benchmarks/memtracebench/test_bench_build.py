@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from memtrace_opt.attribution import AttributionConfig, GraphView, Verdict, load_case_graph
 from memtrace_opt.attribution.runs import read_verdicts
 from memtrace_opt.benchmarks.memtracebench import (
+    BENCH_SCHEMA_VERSION,
     BenchCase,
     BuildRequest,
     Label,
@@ -25,6 +26,7 @@ from memtrace_opt.testing.skills import default_skills
 
 DESIGN_KEYS = {"case_id", "system", "dataset", "sample_id", "question_id", "question", "gold", "prediction",
                "evidence", "graph", "label", "injection"}
+LABEL_KEYS = {"error_type", "op_id", "op", "source", "ops", "rationale", "by", "at"}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,7 @@ def test_the_bench_holds_every_source_in_the_design_format(bench) -> None:
     root, cases = load_bench(bench.out)
     assert len(cases) == bench.cases > 0
     rows = [json.loads(line) for line in (root / "cases.jsonl").read_text().splitlines()]
-    assert all(DESIGN_KEYS <= set(row) and set(row["label"]) == {"error_type", "op_id", "op", "source"} for row in rows)
+    assert all(DESIGN_KEYS <= set(row) and set(row["label"]) == LABEL_KEYS for row in rows)
     assert {c.label.source for c in cases} == {"injected", "lineage", "human"}
     injected = {c.label.error_type for c in cases if c.label.source == "injected"}
     assert {"ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError"} <= injected
@@ -68,7 +70,8 @@ def test_gold_error_cases_keep_the_original_answer_key(bench) -> None:
     found = [c for c in cases if c.label.source == "human"]
     assert {c.system for c in found} == {"mem0", "rag"}
     gold = found[0]
-    assert gold.label == Label("GoldError", None, None, "human")
+    assert (gold.label.error_type, gold.label.op_id, gold.label.ops, gold.label.source) == ("GoldError", None, (), "human")
+    assert "'Physics' -> 'Chemistry'" in gold.label.rationale and gold.label.by == "LoCoMo PR #28"
     assert gold.gold == "Physics" and "chemistry" in gold.prediction.lower()
 
 
@@ -81,7 +84,7 @@ def test_the_hf_dataset_matches_the_jsonl(bench) -> None:
     assert table[0]["case_id"] == cases[0].case_id
     assert json.loads(table[0]["label"]) == cases[0].label.to_dict()
     manifest = json.loads((bench.out / "manifest.json").read_text())
-    assert manifest["schema_version"] == 1 and manifest["cases"] == len(cases)
+    assert manifest["schema_version"] == BENCH_SCHEMA_VERSION and manifest["cases"] == len(cases)
 
 
 def test_eval_scores_methods_against_the_labels(bench) -> None:
@@ -112,7 +115,10 @@ def test_bench_eval_command(bench) -> None:
     result = CliRunner().invoke(app, ["bench", "eval", str(bench.out), "-m", "lineage", "-m", "random",
                                       "--embedder", "hash", "-q"])
     assert result.exit_code == 0, result.output
-    assert "MemTraceBench: attribution accuracy" in result.output and "confusion (lineage)" in result.output
+    assert "MemTraceBench: attribution accuracy" in result.output and "confusion (lineage, source injected)" in result.output
+    for source in ("injected", "lineage", "human"):  # every table per label source
+        assert f"source {source}:" in result.output and f"by system (source {source})" in result.output
+    assert "lineage agrees with the human labels on 2 cases" in result.output  # the GoldError cases
 
 
 def test_counterfactual_replays_bench_cases_with_their_injection(bench) -> None:

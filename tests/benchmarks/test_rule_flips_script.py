@@ -1,0 +1,32 @@
+"""The script that lists which recorded verdicts the content-word test flips."""
+
+from __future__ import annotations
+
+import json
+
+from memtrace_opt.benchmarks.rule_flips import flips_in, main
+
+
+def _row(qid: str, gold: str, prediction: str, dataset: str = "locomo", category: str = "single-hop") -> str:
+    return json.dumps({"question_id": qid, "question": "?", "gold": gold, "prediction": prediction,
+                       "category": category, "dataset": dataset, "evidence": [], "abstention": False})
+
+
+def test_flips_are_listed_for_locomo_questions_only(tmp_path) -> None:
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "cases.jsonl").write_text("\n".join([
+        _row("q1", "In Udaipur in December", "The wedding was held in Udaipur during December 2024"),  # flips
+        _row("q2", "Paris", "Paris"),  # right either way
+        _row("q3", "Rome", "Paris"),  # wrong either way
+        _row("q4", "In Udaipur in December", "The wedding was held in Udaipur during December 2024", "longmemeval"),
+    ]) + "\n")
+    scored, found = flips_in(run / "cases.jsonl")
+    assert scored == 3 and [(f.question_id, f.after, f.f1) for f in found] == [("q1", True, 0.5)]
+    assert len(flips_in(run / "cases.jsonl", all_datasets=True)[1]) == 2
+
+    out = tmp_path / "flips.md"
+    assert main([str(tmp_path / "runs" / "*"), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("1 of 3 verdicts flip") and "| q1 | single-hop | In Udaipur in December |" in text
+    assert main([str(tmp_path / "nothing")]) == 2
