@@ -43,16 +43,17 @@ SYSTEMS = ("mem0", "evermemos")
 OP_KINDS = ("mem0.extract_facts", "mem0.update_decision", "evermemos.extract_episode", "long_context.answer")
 COMPLETED = "[[ ## completed ## ]]"
 
-# name -> (levers, prompt-lookup draft tokens)
-CONFIGS: dict[str, tuple[EngineLevers, int]] = {
-    "off": (EngineLevers.off(), 0),
-    "prefix_cache": (dataclasses.replace(EngineLevers.off(), prefix_cache_mb=1024), 0),
-    "grammar": (dataclasses.replace(EngineLevers.off(), grammar=True), 0),
-    "default": (EngineLevers(), 0),
-    "default+flash_attn": (dataclasses.replace(EngineLevers(), flash_attn=True), 0),
-    "default+n_batch_128": (dataclasses.replace(EngineLevers(), n_batch=128), 0),
-    "default+1_decode_thread": (dataclasses.replace(EngineLevers(), n_threads=1), 0),
-    "default+prompt_lookup": (EngineLevers(), 10),
+CONFIGS: dict[str, EngineLevers] = {
+    "off": EngineLevers.off(),
+    "prefix_cache": dataclasses.replace(EngineLevers.off(), prefix_cache_mb=1024),
+    "grammar": dataclasses.replace(EngineLevers.off(), grammar=True),
+    "default": EngineLevers(),
+    "default+flash_attn": dataclasses.replace(EngineLevers(), flash_attn=True),
+    "default+n_batch_64": dataclasses.replace(EngineLevers(), n_batch=64),
+    "default+n_batch_512": dataclasses.replace(EngineLevers(), n_batch=512),
+    "default-aligned_reuse": dataclasses.replace(EngineLevers(), aligned_reuse=False),
+    "default+1_decode_thread": dataclasses.replace(EngineLevers(), n_threads=1),
+    "default+prompt_lookup": dataclasses.replace(EngineLevers(), prompt_lookup=10),
 }
 
 
@@ -173,30 +174,11 @@ def _request(messages: list[dict[str, str]], max_tokens: int) -> Any:
                            config=SimpleNamespace(temperature=0.0, max_tokens=max_tokens, seed=None, top_p=None, stop=()))
 
 
-def _engine(levers: EngineLevers, draft: int) -> EmbeddedEngine:
-    engine = EmbeddedEngine(levers=levers, record_stats=True, n_ctx=8192)
-    if draft:
-        import threading
-
-        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
-
-        from memtrace_opt.lm._llama_state import PrefixLlama
-        from memtrace_opt.lm.embedded import LoadedModel
-
-        path = engine.prepare()
-        llama = PrefixLlama(model_path=str(path), n_ctx=engine.n_ctx, n_threads=os.cpu_count(),
-                            draft_model=LlamaPromptLookupDecoding(num_pred_tokens=draft), seed=0, verbose=False)
-        loaded = LoadedModel(llama, threading.Lock(), path, engine.n_ctx)
-        engine.loaded = lambda: loaded  # type: ignore[method-assign]
-    return engine
-
-
 def measure_ops(sequence: list[tuple[str, list[dict[str, str]], int]], configs: list[str]) -> dict:
     results: dict[str, Any] = {}
     baseline: list[str] = []
     for name in configs:
-        levers, draft = CONFIGS[name]
-        engine = _engine(levers, draft)
+        engine = EmbeddedEngine(levers=CONFIGS[name], record_stats=True)
         replies = []
         for _op, messages, max_tokens in sequence:
             replies.append(engine.complete(_request(messages, max_tokens)).message.text or "")

@@ -72,6 +72,10 @@ class PrefixStateCache(BaseLlamaCache):
     def __len__(self) -> int:
         return len(self._states)
 
+    def __bool__(self) -> bool:
+        """Always true: llama-cpp-python consults (and fills) its cache only `if self.cache:`."""
+        return True
+
     def longest(self, tokens: Sequence[int]) -> tuple[tuple[int, ...] | None, int]:
         query = np.asarray(tokens, dtype=np.intc)
         best, best_len = None, 0
@@ -116,6 +120,8 @@ class PrefixLlama(llama_cpp.Llama):
         super().__init__(*args, **kwargs)
         self.reuse = PromptReuse()
         self.timings = LlamaTimings(self._ctx.ctx)
+        self.aligned_reuse = False  # set per call by the engine (EngineLevers.aligned_reuse)
+        self._prefilled = 0  # leading positions of the context's KV that a prompt evaluation wrote
 
     def save_state(self) -> LlamaState:
         size = llama_cpp.llama_state_get_size(self._ctx.ctx)
@@ -123,7 +129,7 @@ class PrefixLlama(llama_cpp.Llama):
         written = int(llama_cpp.llama_state_get_data(self._ctx.ctx, buffer, size))
         if written > int(size):
             raise RuntimeError("llama.cpp wrote more state than it sized")
-        return LlamaState(
+        state = LlamaState(
             input_ids=self.input_ids.copy(),
             scores=self._empty_scores,
             n_tokens=self.n_tokens,
@@ -131,10 +137,13 @@ class PrefixLlama(llama_cpp.Llama):
             llama_state_size=written,
             seed=self._seed,
         )
+        state.n_prefilled = min(self._prefilled, self.n_tokens)  # type: ignore[attr-defined]
+        return state
 
     def load_state(self, state: LlamaState) -> None:
         self.input_ids = state.input_ids.copy()
         self.n_tokens = state.n_tokens
+        self._prefilled = int(getattr(state, "n_prefilled", 0))
         self._requires_eval = True
         self._seed = state.seed
         buffer = (ctypes.c_uint8 * state.llama_state_size).from_buffer_copy(state.llama_state)
@@ -142,8 +151,17 @@ class PrefixLlama(llama_cpp.Llama):
             raise RuntimeError("llama.cpp could not restore a kept state")
 
     def generate(self, tokens, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """Aligned reuse: keep only whole `n_batch` chunks that an earlier prompt evaluation wrote, so the rest is
+        evaluated in the same chunks as in a fresh context and the completion is the one a fresh context gives
+        (llama.cpp's results depend on how a prompt is split into batches)."""
         tokens = list(tokens)
         shared = common_prefix(np.asarray(self._input_ids[: self.n_tokens], dtype=np.intc),
                                np.asarray(tokens, dtype=np.intc)) if self.n_tokens else 0
-        self.reuse = PromptReuse(prompt=len(tokens), cached=min(shared, max(len(tokens) - 1, 0)))
+        reusable = min(shared, max(len(tokens) - 1, 0))
+        if self.aligned_reuse:
+            reusable = (min(reusable, self._prefilled) // self.n_batch) * self.n_batch
+            if reusable < self.n_tokens:
+                self.n_tokens = reusable  # the parent's prefix match stops here; it evaluates the rest
+        self.reuse = PromptReuse(prompt=len(tokens), cached=reusable)
+        self._prefilled = len(tokens)
         return super().generate(tokens, *args, **kwargs)

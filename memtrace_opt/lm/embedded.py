@@ -126,28 +126,36 @@ class EngineLevers:
     - `prefix_cache_mb`: keep the KV state of earlier calls (up to this many MiB) and start each call from the one
       sharing the longest token prefix, so a predictor's system prompt and demos are read once, not again after
       every other predictor's call. 0 reuses only the previous call's prefix (llama-cpp-python's default).
+    - `aligned_reuse`: reuse only whole `n_batch` chunks of an earlier prompt evaluation, so the rest of a prompt
+      is evaluated in the chunks a fresh context uses: llama.cpp's numbers depend on how a prompt is split into
+      batches, and without this a completion depends on which call ran before it.
     - `grammar`: decode a ChatAdapter reply under a grammar built from its output fields' types
       (`memtrace_opt.lm.grammar`), lists and strings bounded, so it always parses and stops.
     - `n_threads` / `n_threads_batch`: decode and prompt-reading threads (default: every core).
     - `n_batch`: prompt tokens evaluated per batch; `flash_attn`: llama.cpp's flash attention kernel.
+    - `prompt_lookup`: draft this many tokens by prompt-lookup decoding (copying the continuation of the last
+      n-gram found in the prompt) and verify them in one batch; 0 is off. llama-cpp-python then keeps logits for
+      every position, which costs memory and prompt-reading time (measured in the engine benchmark).
     """
 
     prefix_cache_mb: int = 1024
+    aligned_reuse: bool = True
     grammar: bool = True
     n_threads: int | None = None
     n_threads_batch: int | None = None
-    n_batch: int = 512
+    n_batch: int = 128
     flash_attn: bool = False
     max_list_items: int = 24
     max_string_chars: int = 0
+    prompt_lookup: int = 0
 
-    KEYS = ("prefix_cache_mb", "grammar", "n_threads", "n_threads_batch", "n_batch", "flash_attn",
-            "max_list_items", "max_string_chars")
+    KEYS = ("prefix_cache_mb", "aligned_reuse", "grammar", "n_threads", "n_threads_batch", "n_batch", "flash_attn",
+            "max_list_items", "max_string_chars", "prompt_lookup")
 
     @classmethod
     def off(cls) -> EngineLevers:
         """The engine as it ran before these levers: previous-call prefix only, no grammar."""
-        return cls(prefix_cache_mb=0, grammar=False)
+        return cls(prefix_cache_mb=0, aligned_reuse=False, grammar=False, n_batch=512)
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> EngineLevers:
@@ -155,7 +163,7 @@ class EngineLevers:
         known = {k: values[k] for k in cls.KEYS if k in values}
         out: dict[str, Any] = {}
         for key, value in known.items():
-            if key in ("grammar", "flash_attn"):
+            if key in ("grammar", "flash_attn", "aligned_reuse"):
                 if not isinstance(value, bool):
                     raise ValueError(f"{key}: expected true or false, got {value!r}")
                 out[key] = value
@@ -169,16 +177,18 @@ class EngineLevers:
 
     def construction(self) -> tuple[Any, ...]:
         """The levers that shape the llama.cpp context (a model loads once per distinct tuple)."""
-        return (self.n_threads, self.n_threads_batch, self.n_batch, self.flash_attn)
+        return (self.n_threads, self.n_threads_batch, self.n_batch, self.flash_attn, self.prompt_lookup)
 
     def describe(self) -> dict[str, Any]:
         cores = os.cpu_count()
         return {
             "prefix_cache": f"{self.prefix_cache_mb} MiB" if self.prefix_cache_mb else "off (previous call only)",
+            "aligned_reuse": "on" if self.aligned_reuse else "off",
             "grammar": "on" if self.grammar else "off",
             "threads": f"{self.n_threads or cores} decode, {self.n_threads_batch or cores} prompt",
             "n_batch": self.n_batch,
             "flash_attn": "on" if self.flash_attn else "off",
+            "prompt_lookup": f"{self.prompt_lookup} draft tokens" if self.prompt_lookup else "off",
         }
 
 
@@ -250,7 +260,13 @@ def load_model(
         if key not in _LOADED:
             logger.info("loading %s (n_ctx=%d, %s)", path, n_ctx, levers.describe())
             cores = os.cpu_count()
+            draft: dict[str, Any] = {}
+            if levers.prompt_lookup:
+                from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+                draft["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=levers.prompt_lookup)
             llama = _new_llama(
+                **draft,
                 model_path=str(path),
                 n_ctx=n_ctx,
                 n_threads=levers.n_threads or cores,
@@ -402,6 +418,8 @@ class EmbeddedEngine:
         try:
             with model.lock:
                 self._attach_cache(model)
+                if hasattr(model.llama, "aligned_reuse"):
+                    model.llama.aligned_reuse = self.levers.aligned_reuse
                 timings = getattr(model.llama, "timings", None)  # PrefixLlama's; absent on a test stub
                 if timings is not None:
                     timings.reset()
