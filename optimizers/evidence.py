@@ -14,8 +14,7 @@ from typing import Any
 
 import networkx as nx
 
-from memtrace_opt.attribution import GraphView
-from memtrace_opt.attribution._graph import value_text
+from memtrace_opt.attribution import GraphView, value_text
 from memtrace_opt.optimizers.blame import Blame, op_seq
 from memtrace_opt.optimizers.diagnosis import diagnose
 from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult

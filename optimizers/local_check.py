@@ -33,9 +33,7 @@ from typing import Any
 
 import dspy
 
-from memtrace_opt.attribution import GraphView
-from memtrace_opt.attribution._evidence import NeededInfo
-from memtrace_opt.attribution._graph import value_parts
+from memtrace_opt.attribution import GraphView, NeededInfo, value_parts
 from memtrace_opt.metrics.text import answer_tokens
 from memtrace_opt.optimizers.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
