@@ -15,7 +15,13 @@ information flow of a failed question (`Flow`, `NeededInfo`) and the store-actio
 
 from memtrace_opt.attribution._evidence import NeededInfo
 from memtrace_opt.attribution._flow import Flow
-from memtrace_opt.attribution._graph import GraphUnavailable, GraphView, load_case_graph, value_parts, value_text
+from memtrace_opt.attribution._graph import (
+    GraphUnavailable,
+    GraphView,
+    load_case_graph,
+    value_parts,
+    value_text,
+)
 from memtrace_opt.attribution._types import (
     DELETION,
     ERROR_TYPES,
