@@ -25,8 +25,12 @@ from memtrace_opt.benchmarks.split_args import add_split_arguments
 def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.cli.common import data_slice
     from memtrace_opt.lm.roles import ModelRoles, ModelSpec
-    from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers, parse_optimizers
-    from memtrace_opt.optimizers.teleprompter import LoopSettings
+    from memtrace_opt.optimizers.comparison.compare import (
+        CompareRequest,
+        compare_optimizers,
+        parse_optimizers,
+    )
+    from memtrace_opt.optimizers.loop.teleprompter import LoopSettings
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--systems", default="mem0,rag")

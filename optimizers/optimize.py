@@ -27,13 +27,13 @@ from typing import Any
 from memtrace_opt.data import load_data
 from memtrace_opt.errors import ConfigError, MemtraceError
 from memtrace_opt.lm.models import Models
-from memtrace_opt.optimizers.evaluation import CachedEvaluator, EvalResult
-from memtrace_opt.optimizers.examples import case_refs, make_examples
-from memtrace_opt.optimizers.program_io import instructions_of, save_program
-from memtrace_opt.optimizers.records import RoundRecord, _redact
-from memtrace_opt.optimizers.splits import SplitRequest, Splits, make_splits
-from memtrace_opt.optimizers.study import default_storage
-from memtrace_opt.optimizers.teleprompter import LoopSettings, MemTraceOptimizer
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
+from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
+from memtrace_opt.optimizers.evaluation.program_io import instructions_of, save_program
+from memtrace_opt.optimizers.evaluation.splits import SplitRequest, Splits, make_splits
+from memtrace_opt.optimizers.loop.records import RoundRecord, _redact
+from memtrace_opt.optimizers.loop.study import default_storage
+from memtrace_opt.optimizers.loop.teleprompter import LoopSettings, MemTraceOptimizer
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import CaseRecord, RunDir, versions
 

@@ -97,8 +97,8 @@ def optimize_command(
     and graphs/ (the test run) and optuna.db under --out. Settings may also come from --config (keys: system,
     data, train, val, test, split, sessions, categories, limit, settings, optimize: {rounds, patience, ...}).
     """
+    from memtrace_opt.optimizers.loop.teleprompter import LoopSettings
     from memtrace_opt.optimizers.optimize import OptimizeRequest, apply_preset, optimize_system
-    from memtrace_opt.optimizers.teleprompter import LoopSettings
 
     cfg = load_config(config)
     opt_cfg = dict(cfg.get("optimize") or {})
@@ -164,7 +164,7 @@ def optimize_command(
 def _override_loop(request: Any, values: dict[str, Any]) -> Any:
     from dataclasses import replace
 
-    from memtrace_opt.optimizers.teleprompter import LoopSettings
+    from memtrace_opt.optimizers.loop.teleprompter import LoopSettings
 
     return replace(request, settings=LoopSettings(**{**request.settings.to_dict(), **values}))
 
@@ -213,8 +213,12 @@ def compare_command(
     (accuracy against LM calls) and programs/<optimizer>.json (each optimized program) under --out. The loop's
     flags (--rounds, --patience, --demos, --min-val-gain, ...) set our loop (`memtrace`, `blame_response`).
     """
-    from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers, parse_optimizers
-    from memtrace_opt.optimizers.teleprompter import LoopSettings
+    from memtrace_opt.optimizers.comparison.compare import (
+        CompareRequest,
+        compare_optimizers,
+        parse_optimizers,
+    )
+    from memtrace_opt.optimizers.loop.teleprompter import LoopSettings
 
     cfg = load_config(config)
     system = system or cfg.get("system")

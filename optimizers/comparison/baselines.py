@@ -26,11 +26,11 @@ from typing import Any
 
 import dspy
 
-from memtrace_opt.optimizers.budget import BudgetExhausted, LMBudget, guard_lm
-from memtrace_opt.optimizers.examples import case_refs
-from memtrace_opt.optimizers.metric import AnswerMetric, dspy_metric
-from memtrace_opt.optimizers.qa import MemoryQA, QAContext, unwrap_memory
-from memtrace_opt.optimizers.scorebook import ScoreBook
+from memtrace_opt.optimizers.comparison.scorebook import ScoreBook
+from memtrace_opt.optimizers.evaluation.examples import case_refs
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric, dspy_metric
+from memtrace_opt.optimizers.evaluation.qa import MemoryQA, QAContext, unwrap_memory
+from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
 from memtrace_opt.programs.base import MemoryProgram
 
 __all__ = ["BASELINES", "BaselineRun", "run_baseline"]
@@ -80,7 +80,7 @@ def _gepa(setup: _Setup, selector: Any = "round_robin") -> dspy.Module:
 
 
 def _gepa_attributed(setup: _Setup) -> dspy.Module:
-    from memtrace_opt.optimizers.gepa_selector import AttributedComponentSelector
+    from memtrace_opt.optimizers.comparison.gepa_selector import AttributedComponentSelector
 
     selector = AttributedComponentSelector(setup.student.memory, setup.context.memo, models=setup.models)
     return _gepa(setup, selector)

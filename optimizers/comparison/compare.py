@@ -32,17 +32,17 @@ import dspy
 from memtrace_opt.data import load_data
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.models import Models
-from memtrace_opt.optimizers.baselines import BASELINES, run_baseline
-from memtrace_opt.optimizers.budget import LMBudget
-from memtrace_opt.optimizers.evaluation import CachedEvaluator, EvalResult
-from memtrace_opt.optimizers.examples import case_refs, make_examples, resolve_conversation
-from memtrace_opt.optimizers.metric import AnswerMetric
-from memtrace_opt.optimizers.paired import PairedDelta, paired_delta
+from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
+from memtrace_opt.optimizers.comparison.paired import PairedDelta, paired_delta
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
+from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples, resolve_conversation
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
+from memtrace_opt.optimizers.evaluation.program_io import changed_prompts, demo_changes, save_program
+from memtrace_opt.optimizers.evaluation.qa import QAContext
+from memtrace_opt.optimizers.evaluation.splits import SplitRequest, make_splits
+from memtrace_opt.optimizers.loop.budget import LMBudget
+from memtrace_opt.optimizers.loop.teleprompter import METERED_ROLES, LoopSettings, MemTraceOptimizer
 from memtrace_opt.optimizers.plot import PlotPoint, plot_accuracy_vs_calls
-from memtrace_opt.optimizers.program_io import changed_prompts, demo_changes, save_program
-from memtrace_opt.optimizers.qa import QAContext
-from memtrace_opt.optimizers.splits import SplitRequest, make_splits
-from memtrace_opt.optimizers.teleprompter import METERED_ROLES, LoopSettings, MemTraceOptimizer
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import write_json
 

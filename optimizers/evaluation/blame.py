@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtrace_opt.attribution import GOLD, AttributionConfig, FailedCase, Verdict, attribute_cases
-from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
+from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
 
 __all__ = ["Blame", "attribute_failures", "op_seq", "UNATTRIBUTED"]
 

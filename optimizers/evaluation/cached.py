@@ -20,9 +20,9 @@ from typing import Any
 import dspy
 
 from memtrace_opt.data import Question
-from memtrace_opt.optimizers.examples import CaseRef, group_by_conversation, resolve_conversation
-from memtrace_opt.optimizers.memo import ReplayMemo, lm_name
-from memtrace_opt.optimizers.metric import AnswerMetric, CaseScore
+from memtrace_opt.optimizers.evaluation.examples import CaseRef, group_by_conversation, resolve_conversation
+from memtrace_opt.optimizers.evaluation.memo import ReplayMemo, lm_name
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric, CaseScore
 from memtrace_opt.tracing import TracedConversation, trace_conversation
 
 __all__ = ["CaseResult", "EvalResult", "CachedEvaluator"]

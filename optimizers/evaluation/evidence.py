@@ -15,11 +15,11 @@ from typing import Any
 import networkx as nx
 
 from memtrace_opt.attribution import GraphView, value_text
-from memtrace_opt.optimizers.blame import Blame, op_seq
-from memtrace_opt.optimizers.diagnosis import diagnose
-from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
-from memtrace_opt.optimizers.memo import ReplayMemo
-from memtrace_opt.optimizers.proposal import OpEvidence, ProposalEvidence
+from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
+from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
+from memtrace_opt.optimizers.evaluation.diagnosis import diagnose
+from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
+from memtrace_opt.optimizers.sources.reflective import OpEvidence, ProposalEvidence
 from memtrace_opt.tracing import OpEvent, answer_node
 
 __all__ = ["build_evidence", "GraphCache", "op_event", "output_text", "without_adapter_tail", "predictor_calls"]

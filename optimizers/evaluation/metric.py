@@ -69,7 +69,7 @@ def dspy_metric(metric: AnswerMetric, *, feedback: bool = False) -> Callable[...
     """DSPy's metric shape over `metric`: (example, prediction, trace=None, pred_name=None, pred_trace=None).
 
     Returns the score as a float, or with `feedback=True` a `dspy.Prediction(score, feedback)` (GEPA)."""
-    from memtrace_opt.optimizers.examples import resolve_conversation, resolve_question
+    from memtrace_opt.optimizers.evaluation.examples import resolve_conversation, resolve_question
 
     def score(example: Any, prediction: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None) -> Any:
         _, conversation = resolve_conversation(example["conversation"])

@@ -35,10 +35,10 @@ import dspy
 
 from memtrace_opt.attribution import GraphView, NeededInfo, value_parts
 from memtrace_opt.metrics.text import answer_tokens
-from memtrace_opt.optimizers.blame import Blame, op_seq
-from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
-from memtrace_opt.optimizers.evidence import GraphCache, op_event, output_text, predictor_calls
-from memtrace_opt.optimizers.memo import LMExchange, ReplayMemo
+from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
+from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
+from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, output_text, predictor_calls
+from memtrace_opt.optimizers.evaluation.memo import LMExchange, ReplayMemo
 
 __all__ = ["LocalCase", "LocalResult", "local_cases", "correct_calls", "check_candidate", "carries", "gold_words"]
 

@@ -22,20 +22,20 @@ from typing import Any
 
 import dspy
 
-from memtrace_opt.optimizers.acceptance import AcceptanceRule
-from memtrace_opt.optimizers.blame import attribute_failures
-from memtrace_opt.optimizers.budget import LMBudget
-from memtrace_opt.optimizers.demo_context import writes_answers
-from memtrace_opt.optimizers.demos import DEMO_CHARS, DEMO_TOTAL_CHARS, predictor_demos
-from memtrace_opt.optimizers.evaluation import CachedEvaluator, EvalResult
-from memtrace_opt.optimizers.evidence import build_evidence, describe
-from memtrace_opt.optimizers.examples import CaseRef
-from memtrace_opt.optimizers.local_check import LocalCase, LocalResult, check_candidate, local_cases
-from memtrace_opt.optimizers.program_io import demos_of, instructions_of, with_instruction
-from memtrace_opt.optimizers.proposal import InstructionProposer, proposal_origin
-from memtrace_opt.optimizers.records import CandidateRecord, RoundRecord
-from memtrace_opt.optimizers.selection import ModuleSelector, RoundOutcome
-from memtrace_opt.optimizers.study import StudyLedger, TrialHandle
+from memtrace_opt.optimizers.evaluation.blame import attribute_failures
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
+from memtrace_opt.optimizers.evaluation.evidence import build_evidence, describe
+from memtrace_opt.optimizers.evaluation.examples import CaseRef
+from memtrace_opt.optimizers.evaluation.program_io import demos_of, instructions_of, with_instruction
+from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
+from memtrace_opt.optimizers.gates.local_check import LocalCase, LocalResult, check_candidate, local_cases
+from memtrace_opt.optimizers.loop.budget import LMBudget
+from memtrace_opt.optimizers.loop.records import CandidateRecord, RoundRecord
+from memtrace_opt.optimizers.loop.selection import ModuleSelector, RoundOutcome
+from memtrace_opt.optimizers.loop.study import StudyLedger, TrialHandle
+from memtrace_opt.optimizers.sources.demo_context import writes_answers
+from memtrace_opt.optimizers.sources.demos import DEMO_CHARS, DEMO_TOTAL_CHARS, predictor_demos
+from memtrace_opt.optimizers.sources.reflective import InstructionProposer, proposal_origin
 from memtrace_opt.tracing import OpEvent
 
 __all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "instructions_digest", "interrupted_round",

@@ -40,26 +40,26 @@ from dspy.teleprompt import Teleprompter
 
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.usage import UsageTracker
-from memtrace_opt.optimizers.acceptance import AcceptanceRule, StrictImprovement
-from memtrace_opt.optimizers.budget import BudgetExhausted, LMBudget, guard_lm
-from memtrace_opt.optimizers.demos import DEMO_CHARS, DEMO_TOTAL_CHARS
-from memtrace_opt.optimizers.evaluation import CachedEvaluator
-from memtrace_opt.optimizers.examples import CaseRef, case_refs
-from memtrace_opt.optimizers.memo import ReplayMemo, lm_name
-from memtrace_opt.optimizers.metric import AnswerMetric
-from memtrace_opt.optimizers.program_io import (
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
+from memtrace_opt.optimizers.evaluation.examples import CaseRef, case_refs
+from memtrace_opt.optimizers.evaluation.memo import ReplayMemo, lm_name
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
+from memtrace_opt.optimizers.evaluation.program_io import (
     changed_prompts,
     instructions_of,
     system_name,
     with_instruction,
 )
-from memtrace_opt.optimizers.proposal import InstructionProposer, ReflectiveProposer
-from memtrace_opt.optimizers.qa import MemoryQA, unwrap_memory
-from memtrace_opt.optimizers.records import OptimizationResult, RoundRecord
-from memtrace_opt.optimizers.rounds import RoundContext, interrupted_round, predictor_ops, run_round
-from memtrace_opt.optimizers.selection import ModuleSelector, MostBlamed, RoundOutcome
-from memtrace_opt.optimizers.study import StudyLedger
-from memtrace_opt.optimizers.usage import counting
+from memtrace_opt.optimizers.evaluation.qa import MemoryQA, unwrap_memory
+from memtrace_opt.optimizers.evaluation.usage import counting
+from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule, StrictImprovement
+from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
+from memtrace_opt.optimizers.loop.records import OptimizationResult, RoundRecord
+from memtrace_opt.optimizers.loop.rounds import RoundContext, interrupted_round, predictor_ops, run_round
+from memtrace_opt.optimizers.loop.selection import ModuleSelector, MostBlamed, RoundOutcome
+from memtrace_opt.optimizers.loop.study import StudyLedger
+from memtrace_opt.optimizers.sources.demos import DEMO_CHARS, DEMO_TOTAL_CHARS
+from memtrace_opt.optimizers.sources.reflective import InstructionProposer, ReflectiveProposer
 
 __all__ = ["LoopSettings", "MemTraceOptimizer", "METERED_ROLES"]
 

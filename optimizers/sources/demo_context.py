@@ -21,9 +21,9 @@ from collections.abc import Sequence
 
 from memtrace_opt.attribution import GraphView
 from memtrace_opt.memory.index import rank_texts
-from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
-from memtrace_opt.optimizers.evidence import GraphCache
-from memtrace_opt.optimizers.examples import resolve_conversation
+from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
+from memtrace_opt.optimizers.evaluation.evidence import GraphCache
+from memtrace_opt.optimizers.evaluation.examples import resolve_conversation
 
 __all__ = ["compact_context", "case_anchors", "writes_answers", "COMPACT_CHARS", "WINDOW"]
 

@@ -38,11 +38,11 @@ import dspy
 
 from memtrace_opt.memory.index import rank_texts, rrf_fuse_indices
 from memtrace_opt.metrics import CORRECT_F1
-from memtrace_opt.optimizers.demo_context import COMPACT_CHARS, case_anchors, compact_context
-from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
-from memtrace_opt.optimizers.evidence import without_adapter_tail
-from memtrace_opt.optimizers.local_check import correct_calls
-from memtrace_opt.optimizers.memo import ReplayMemo
+from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
+from memtrace_opt.optimizers.evaluation.evidence import without_adapter_tail
+from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
+from memtrace_opt.optimizers.gates.local_check import correct_calls
+from memtrace_opt.optimizers.sources.demo_context import COMPACT_CHARS, case_anchors, compact_context
 
 __all__ = ["predictor_demos", "closest_first", "compacted", "demo_from_exchange", "well_formed", "DEMO_CHARS",
            "DEMO_TOTAL_CHARS", "CLOSE_F1", "demo_size"]

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import dspy
 
-from memtrace_opt.optimizers.diagnosis import PATTERNS, Finding
+from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, Finding
 
 __all__ = ["OpEvidence", "ProposalEvidence", "InstructionProposer", "ReflectiveProposer", "ProposeInstruction",
            "ProposeRule", "pattern_candidates", "proposal_origin"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memtrace_opt.optimizers.baselines import BASELINES, run_baseline
+from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
 from memtrace_opt.programs.mem0 import Mem0Memory
 
 

@@ -7,7 +7,7 @@ from optfixtures import EXTRACT
 
 from memtrace_opt.attribution import GOLD, RETRIEVAL, Verdict
 from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator, case_refs
-from memtrace_opt.optimizers.blame import UNATTRIBUTED, attribute_failures
+from memtrace_opt.optimizers.evaluation.blame import UNATTRIBUTED, attribute_failures
 from memtrace_opt.programs.mem0 import Mem0Memory
 
 

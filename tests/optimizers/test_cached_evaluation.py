@@ -101,8 +101,8 @@ def test_memory_qa_stops_at_the_budget(fake_models, examples):
 
 def test_answer_shape_shows_a_longer_answer_the_token_rule_counts_as_right():
     from memtrace_opt.data import Question
-    from memtrace_opt.optimizers.compare import AnswerShape
-    from memtrace_opt.optimizers.evaluation import CaseResult, EvalResult
+    from memtrace_opt.optimizers.comparison.compare import AnswerShape
+    from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
 
     metric = AnswerMetric()
     question = Question("q1", "Where did Caroline move from?", "Sweden", "single-hop", 1, ("D1:3",))

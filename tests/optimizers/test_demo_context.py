@@ -19,8 +19,13 @@ from memtrace_opt.optimizers import (
     case_refs,
     make_examples,
 )
-from memtrace_opt.optimizers.demo_context import COMPACT_CHARS, case_anchors, compact_context, writes_answers
-from memtrace_opt.optimizers.demos import predictor_demos
+from memtrace_opt.optimizers.sources.demo_context import (
+    COMPACT_CHARS,
+    case_anchors,
+    compact_context,
+    writes_answers,
+)
+from memtrace_opt.optimizers.sources.demos import predictor_demos
 from memtrace_opt.programs.long_context import LongContextMemory
 from memtrace_opt.programs.mem0 import Mem0Memory
 from memtrace_opt.testing import FakeCall, FakeEngine, Skill

@@ -11,10 +11,15 @@ from optfixtures import ANSWER, DECIDE, EXTRACT, FIX, add_rules, reflect
 from memtrace_opt.lm import ModelRoles, Models
 from memtrace_opt.lm.roles import ModelSpec
 from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator, LoopSettings, MemTraceOptimizer, case_refs
-from memtrace_opt.optimizers.demos import CLOSE_F1, demo_from_exchange, demo_size, predictor_demos
-from memtrace_opt.optimizers.evaluation import EvalResult
-from memtrace_opt.optimizers.metric import AnswerMetric as Metric
-from memtrace_opt.optimizers.program_io import demos_of, instructions_of, load_optimized, save_program
+from memtrace_opt.optimizers.evaluation.cached import EvalResult
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric as Metric
+from memtrace_opt.optimizers.evaluation.program_io import (
+    demos_of,
+    instructions_of,
+    load_optimized,
+    save_program,
+)
+from memtrace_opt.optimizers.sources.demos import CLOSE_F1, demo_from_exchange, demo_size, predictor_demos
 from memtrace_opt.programs.mem0 import Mem0Memory
 from memtrace_opt.testing import FakeCall, FakeEngine, Skill
 from memtrace_opt.testing.skills import answer, default_skills
@@ -217,7 +222,7 @@ def test_without_demos_the_round_has_only_the_proposals(examples):
 
 
 def test_a_call_whose_reply_loops_or_is_cut_short_is_no_demo():
-    from memtrace_opt.optimizers.demos import well_formed
+    from memtrace_opt.optimizers.sources.demos import well_formed
 
     assert well_formed('["Gina is a dancer.", "Jon lost his job."]') and well_formed("7 May 2023")
     assert not well_formed('["Gina is a dancer.", "Jon lost his job.", "gina is a  dancer."]')  # said twice
@@ -233,7 +238,7 @@ def test_a_call_whose_reply_loops_or_is_cut_short_is_no_demo():
 
 
 def test_demos_like_the_blamed_calls_come_first_and_a_shared_field_is_not_compared():
-    from memtrace_opt.optimizers.demos import closest_first
+    from memtrace_opt.optimizers.sources.demos import closest_first
 
     transcript = "Gina: I opened my dance studio in March. Jon: I lost my banking job and bought a bakery oven."
     demos = [{"context": transcript, "question": q, "answer": a} for q, a in (

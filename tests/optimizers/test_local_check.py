@@ -11,8 +11,14 @@ from optfixtures import ANSWER, BAD_EXTRACT, EXTRACT, FIXED, make_models
 
 from memtrace_opt.attribution import GraphView, Verdict
 from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator, LoopSettings, MemTraceOptimizer, case_refs
-from memtrace_opt.optimizers.blame import attribute_failures
-from memtrace_opt.optimizers.local_check import LocalCase, carries, check_candidate, local_cases, reply_parts
+from memtrace_opt.optimizers.evaluation.blame import attribute_failures
+from memtrace_opt.optimizers.gates.local_check import (
+    LocalCase,
+    carries,
+    check_candidate,
+    local_cases,
+    reply_parts,
+)
 
 USELESS = "Write short notes about the people. Skip anything about time."
 
@@ -118,7 +124,7 @@ def test_in_the_loop_a_rejected_candidate_never_replays_the_write_path(planted, 
 
 
 def opt_plan(opt: MemTraceOptimizer) -> dict:
-    from memtrace_opt.optimizers.study import StudyLedger
+    from memtrace_opt.optimizers.loop.study import StudyLedger
 
     ledger = StudyLedger.open(storage=opt.storage, study_name=opt.result.study_name)
     return ledger.get("round:1")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from optfixtures import ANSWER, BAD_EXTRACT, DECIDE, EXTRACT, FIXED, make_models
 
 from memtrace_opt.optimizers import LoopSettings, MemoryQA, MemTraceOptimizer, instructions_of
-from memtrace_opt.optimizers.records import RoundRecord
+from memtrace_opt.optimizers.loop.records import RoundRecord
 from memtrace_opt.programs.mem0 import Mem0Memory
 
 ROUND_KEYS = {"round", "blame_counts", "not_fixable", "chosen_predictor", "previous_instruction", "candidates",

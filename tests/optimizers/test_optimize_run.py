@@ -12,9 +12,9 @@ from toydata import write_locomo
 
 from memtrace_opt.cli import main
 from memtrace_opt.optimizers import LoopSettings, instructions_of, load_optimized, save_program
-from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers
+from memtrace_opt.optimizers.comparison.compare import CompareRequest, compare_optimizers
+from memtrace_opt.optimizers.evaluation.program_io import changed_prompts
 from memtrace_opt.optimizers.optimize import OptimizeRequest, optimize_system
-from memtrace_opt.optimizers.program_io import changed_prompts
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import RunDir
 

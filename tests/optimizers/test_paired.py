@@ -1,6 +1,6 @@
 import pytest
 
-from memtrace_opt.optimizers.paired import paired_delta, sign_test
+from memtrace_opt.optimizers.comparison.paired import paired_delta, sign_test
 
 
 def test_sign_test_exact_values() -> None:

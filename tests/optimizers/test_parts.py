@@ -10,9 +10,9 @@ import pytest
 from memtrace_opt.data import load_sample
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.optimizers import MostBlamed, StrictImprovement
+from memtrace_opt.optimizers.evaluation.splits import make_splits, parse_fractions
+from memtrace_opt.optimizers.loop.selection import RoundOutcome
 from memtrace_opt.optimizers.plot import PlotPoint, _plot_plain
-from memtrace_opt.optimizers.selection import RoundOutcome
-from memtrace_opt.optimizers.splits import make_splits, parse_fractions
 
 
 def test_most_blamed_picks_the_top_and_moves_on_after_repeated_rejections():
@@ -153,7 +153,7 @@ def test_proposer_asks_for_rules_and_appends_them_and_gives_an_echoed_slot_to_th
 
 def test_a_blame_tie_goes_to_the_predictor_blamed_upstream():
     from memtrace_opt.attribution import Verdict
-    from memtrace_opt.optimizers.blame import Blame
+    from memtrace_opt.optimizers.evaluation.blame import Blame
 
     def verdict(case: str, op_id: str) -> Verdict:
         return Verdict(case, "lineage", "ExtractionError", op_id, "x", None, "", 1.0)
@@ -167,7 +167,7 @@ def test_a_blame_tie_goes_to_the_predictor_blamed_upstream():
 
 
 def test_appended_rules_skip_lines_the_instruction_already_has():
-    from memtrace_opt.optimizers.proposal import _with_rules
+    from memtrace_opt.optimizers.sources.reflective import _with_rules
 
     current = "Write down the facts.\n- Keep dates, times and places.\n- Write each fact once."
     echoed = "- Keep dates, times and places.\n- Keep dates, times and places.\n- Write each fact once."

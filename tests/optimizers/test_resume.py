@@ -8,7 +8,7 @@ import pytest
 from optfixtures import EXTRACT, FIX, add_rules, make_models, reflect
 
 from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer, StudyLedger, instructions_of
-from memtrace_opt.optimizers.evaluation import CachedEvaluator
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
 from memtrace_opt.testing import FakeCall
 from memtrace_opt.testing.skills import extract_facts
 
