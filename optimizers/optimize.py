@@ -32,8 +32,9 @@ from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
 from memtrace_opt.optimizers.evaluation.program_io import instructions_of, save_program
 from memtrace_opt.optimizers.evaluation.splits import SplitRequest, Splits, make_splits
 from memtrace_opt.optimizers.loop.records import RoundRecord, _redact
+from memtrace_opt.optimizers.loop.settings import LoopSettings
 from memtrace_opt.optimizers.loop.study import default_storage
-from memtrace_opt.optimizers.loop.teleprompter import LoopSettings, MemTraceOptimizer
+from memtrace_opt.optimizers.loop.teleprompter import MemTraceOptimizer
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import CaseRecord, RunDir, versions
 
@@ -47,8 +48,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "data": "sample",
         "split": "0.4,0.3,0.3",
         "attribution": "lineage",
-        "settings": {"max_rounds": 2, "patience": 2, "num_candidates": 2, "minibatch_size": 4,
-                     "max_lm_calls": 60, "evidence_cases": 2, "max_seconds": 540},
+        "settings": {"rounds": 2, "patience": 2, "candidates": 2, "minibatch": 4, "budget": 60,
+                     "evidence_cases": 2, "time_budget": 540},
     },
 }
 
@@ -89,7 +90,7 @@ def apply_preset(request: OptimizeRequest, explicit: set[str]) -> OptimizeReques
         raise ConfigError(f"unknown preset {request.preset!r}; presets: {', '.join(PRESETS)}")
     changes: dict[str, Any] = {k: v for k, v in preset.items() if k != "settings" and k not in explicit}
     if "settings" not in explicit:
-        changes["settings"] = LoopSettings(**{**request.settings.to_dict(), **preset["settings"]})
+        changes["settings"] = request.settings.with_values(preset["settings"])
     return replace(request, **changes)
 
 

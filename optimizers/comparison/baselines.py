@@ -160,10 +160,10 @@ def run_baseline(
     metric: AnswerMetric | None = None,
     context: QAContext | None = None,
     seed: int = 0,
-    max_seconds: float | None = None,
+    time_budget: float | None = None,
 ) -> BaselineRun:
     """Run DSPy optimizer `name` on `program` (a MemoryProgram or MemoryQA) within `budget` LM calls (and
-    `max_seconds` of wall time, if given: no LM call is made after it).
+    `time_budget` of wall time, if given: no LM call is made after it).
 
     `context` (optional) is a warmed-up QAContext to start from (forked: memorized states and memo are
     copied, so optimizers compared from one context do not feed each other)."""
@@ -171,7 +171,7 @@ def run_baseline(
         raise ValueError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
     metric = metric or AnswerMetric()
     roles = (*BASELINE_ROLES, "attributor") if name == "gepa_attributed" else BASELINE_ROLES
-    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    deadline = None if time_budget is None else time.monotonic() + time_budget
     limit = LMBudget(models.usage, budget, roles, deadline)
     book = ScoreBook(clock=limit.spent)
     context = context.fork(budget=limit, book=book) if context is not None else QAContext(budget=limit, book=book)
@@ -192,7 +192,7 @@ def run_baseline(
         except BudgetExhausted:
             stopped = True
             log.info("%s: budget of %d LM calls%s spent; taking its best evaluated program", name, budget,
-                     "" if max_seconds is None else f" or {max_seconds:.0f} s")
+                     "" if time_budget is None else f" or {time_budget:.0f} s")
             best = book.best([c.case_id for c in case_refs(valset)])
             result = best[0] if best is not None else student
         except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row in the table, not the end

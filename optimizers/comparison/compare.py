@@ -41,7 +41,8 @@ from memtrace_opt.optimizers.evaluation.program_io import changed_prompts, demo_
 from memtrace_opt.optimizers.evaluation.qa import QAContext
 from memtrace_opt.optimizers.evaluation.splits import SplitRequest, make_splits
 from memtrace_opt.optimizers.loop.budget import LMBudget
-from memtrace_opt.optimizers.loop.teleprompter import METERED_ROLES, LoopSettings, MemTraceOptimizer
+from memtrace_opt.optimizers.loop.settings import LoopSettings
+from memtrace_opt.optimizers.loop.teleprompter import METERED_ROLES, MemTraceOptimizer
 from memtrace_opt.optimizers.plot import PlotPoint, plot_accuracy_vs_calls
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import write_json
@@ -186,8 +187,7 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     """Our loop on the request; returns the program, LM calls, tokens, what stopped it ("calls", "time" or None
     for its own stop), the calls to its best program and its rounds."""
     method = "blame_response" if name == "blame_response" else request.attribution
-    settings = LoopSettings(**{**request.loop.to_dict(), "max_lm_calls": request.budget,
-                               "max_seconds": request.time_budget})
+    settings = request.loop.with_values({"budget": request.budget, "time_budget": request.time_budget})
     optimizer = MemTraceOptimizer(
         metric, task_lm=models.task, reflection_lm=models.reflection, attributor_lm=models.attributor,
         usage=models.usage, settings=settings, attribution=method, memo=context.memo.copy(),
@@ -209,7 +209,7 @@ def _write_tables(out: Path, request: CompareRequest, splits: Any, metric: Answe
                   rows: Sequence[CompareRow], test_questions: int) -> None:
     """compare.json and compare.md with the rows so far."""
     write_json(out / "compare.json", {
-        "schema_version": 1,
+        "schema_version": 2,  # 2: `loop` by the knobs' names (the flags'), flat
         "system": request.system,
         "data": request.data,
         "splits": splits.to_dict(),
@@ -262,7 +262,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
                 stopped = ours_stop is not None
             else:
                 run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
-                                   context=context, seed=request.seed, max_seconds=request.time_budget)
+                                   context=context, seed=request.seed, time_budget=request.time_budget)
                 program, calls, tokens, stopped, error = run.program, run.lm_calls, run.tokens, run.stopped_by_budget, run.error
                 to_best = run.calls_to_best
         except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table

@@ -16,6 +16,7 @@ LM calls.
     cases = local_cases(predictor, evaluation, blame, memo)      # kept in the round plan (JSON)
     result = check_candidate(program, predictor, text, cases, lm)
     result.passed, result.why, result.to_dict()
+    LocalCheckGate(cases, lm).check(program, candidate)          # the gate: (result, Decision)
 
 Answer-op candidates are not checked this way: their minibatch replay re-runs only the answer calls already.
 Cases without a recorded exchange or whose gold answer has no tokens are left out; with no blamed call left
@@ -39,8 +40,9 @@ from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, output_text, predictor_calls
 from memtrace_opt.optimizers.evaluation.memo import LMExchange, ReplayMemo
+from memtrace_opt.optimizers.gates.decision import Decision, Status
 
-__all__ = ["LocalCase", "LocalResult", "local_cases", "correct_calls", "check_candidate", "carries", "gold_words"]
+__all__ = ["LocalCase", "LocalCheckGate", "LocalResult", "local_cases", "correct_calls", "check_candidate", "carries", "gold_words"]
 
 log = logging.getLogger(__name__)
 
@@ -236,3 +238,18 @@ def check_candidate(
         broken += not rerun(case)
     blamed = len(to_fix)
     return LocalResult(blamed=blamed, fixed=fixed, kept=kept, broken=broken, lm_calls=len(replies))
+
+
+@dataclass(frozen=True)
+class LocalCheckGate:
+    """The first gate of a candidate for an upstream predictor: its blamed calls (`cases`) re-run under it with
+    `lm`; it passes when it fixes more than it breaks (`LocalResult.passed`)."""
+
+    cases: Sequence[LocalCase]
+    lm: Any = None
+
+    def check(self, program: dspy.Module, candidate: Any) -> tuple[LocalResult, Decision]:
+        """The check of `candidate` (a `Candidate`) on `program`: its counts and the decision."""
+        result = check_candidate(program, candidate.predictor, candidate.instruction, self.cases, self.lm,
+                                 candidate.demo_list())
+        return result, Decision.of(Status.PASSED if result.passed else Status.REJECTED, "{result.why}", result=result)

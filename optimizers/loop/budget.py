@@ -88,6 +88,24 @@ class LMBudget:
             return f"LM-call budget of {self.limit} spent ({self.spent()} calls)"
         return ""
 
+    def can_afford(self, calls: int) -> bool:
+        """False when no call is left, or fewer than `calls` (0: not known, never too few): work that needs
+        `calls` LM calls does not start, and the calls go to what can finish."""
+        if self.exhausted():
+            return False
+        left = self.left()
+        return left is None or calls <= 0 or left >= calls
+
+    def shortfall(self, calls: int) -> str:
+        """Why work needing `calls` LM calls cannot start ("" when it can)."""
+        if self.can_afford(calls):
+            return ""
+        return self.why_spent() or f"{self.left()} LM calls left, a validation takes at least {calls}"
+
+    def stop_reason(self) -> str:
+        """What stopped a run this budget cut: "time" past the deadline, else "budget"."""
+        return "time" if self.out_of_time() else "budget"
+
     def check(self) -> None:
         """Raises BudgetExhausted when no call is left."""
         if why := self.why_spent():

@@ -28,6 +28,8 @@ from typing import Any
 
 import dspy
 
+from memtrace_opt.optimizers.sources.base import DEMOS, REFLECTION, Candidate
+
 __all__ = ["CandidateRecord", "RoundRecord", "OptimizationResult"]
 
 
@@ -41,6 +43,18 @@ class CandidateRecord:
     local: dict[str, Any] | None = None  # the local check's counts, for a candidate that had one
     demos: list[dict[str, Any]] | None = None  # the predictor's whole demo list, for a demos candidate
     origin: str | None = None  # a proposal's source: "reflection", "pattern:NAME" (`diagnosis.py`) or "combined"
+
+    @classmethod
+    def of(cls, candidate: Candidate, minibatch_score: float | None, val_score: float | None, accepted: bool,
+           why: str, local: dict[str, Any] | None = None) -> CandidateRecord:
+        """The record of `candidate` (the demos candidate is recorded without an origin, as it always was)."""
+        return cls(candidate.instruction, minibatch_score, val_score, accepted, why, local, candidate.demo_list(),
+                   None if candidate.origin == DEMOS else candidate.origin)
+
+    def candidate(self, predictor: str) -> Candidate:
+        """This record as the candidate it was, for `predictor`."""
+        origin = self.origin or (DEMOS if self.demos is not None else REFLECTION)
+        return Candidate.of(predictor, self.instruction, self.demos, origin)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -90,6 +104,13 @@ class RoundRecord:
     @property
     def accepted_instruction(self) -> str | None:
         return next((c.instruction for c in self.candidates if c.accepted), None)
+
+    @property
+    def accepted_candidate(self) -> Candidate | None:
+        """The candidate the round took (None: it changed nothing)."""
+        if not self.chosen_predictor:
+            return None
+        return next((c.candidate(self.chosen_predictor) for c in self.candidates if c.accepted), None)
 
     @property
     def accepted_demos(self) -> list[dict[str, Any]] | None:

@@ -1,18 +1,20 @@
-"""One round of the closed loop: trace the minibatch, attribute its failures, choose the most blamed
-predictor, propose K rewrites of it, evaluate them (the local check on the blamed calls for an upstream
-predictor, then the minibatch, the valset for the best rewrite and for the demos candidate, the rewrite with
-the demos when both pass the minibatch) and decide.
+"""One round of the closed loop, as a pipeline of typed candidates:
+
+1. plan: trace the minibatch, attribute its failures, choose the most blamed predictor, ask the candidate
+   sources for `Candidate`s (the reflection LM's rewrites, the diagnosed patterns' rules, the demos candidate);
+2. the gates, in a chain: the local check on the blamed calls (an upstream predictor), the minibatch, the
+   valset for the best rewrite and for the demos candidate, the rewrite with the demos when both pass;
+3. the choice: at most one candidate is taken; every candidate ends with a `Decision`.
 
 Every step that costs LM calls is recorded in the study before the next begins, so a killed round resumes:
-the round's plan (blame, chosen predictor, proposals) is study attribute `round:N`; each candidate is a
-trial; the outcome is `round_done:N`.
+the round's plan is study attribute `round:N` (`RoundPlan`); each candidate is a trial keyed by
+`Candidate.key`; the outcome is `round_done:N` (`RoundRecord`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import time
 from collections import Counter
@@ -26,16 +28,19 @@ from memtrace_opt.optimizers.evaluation.blame import attribute_failures
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.evidence import build_evidence, describe
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
-from memtrace_opt.optimizers.evaluation.program_io import demos_of, instructions_of, with_instruction
+from memtrace_opt.optimizers.evaluation.program_io import instructions_of
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
-from memtrace_opt.optimizers.gates.local_check import LocalCase, LocalResult, check_candidate, local_cases
+from memtrace_opt.optimizers.gates.decision import Decision, Status
+from memtrace_opt.optimizers.gates.local_check import LocalCase, LocalCheckGate, local_cases
+from memtrace_opt.optimizers.gates.minibatch import MinibatchGate
+from memtrace_opt.optimizers.gates.validation import ValidationGate
 from memtrace_opt.optimizers.loop.budget import LMBudget
+from memtrace_opt.optimizers.loop.plan import RoundPlan
 from memtrace_opt.optimizers.loop.records import CandidateRecord, RoundRecord
 from memtrace_opt.optimizers.loop.selection import ModuleSelector, RoundOutcome
 from memtrace_opt.optimizers.loop.study import StudyLedger, TrialHandle
-from memtrace_opt.optimizers.sources.demo_context import writes_answers
-from memtrace_opt.optimizers.sources.demos import DEMO_CHARS, DEMO_TOTAL_CHARS, predictor_demos
-from memtrace_opt.optimizers.sources.reflective import InstructionProposer, proposal_origin
+from memtrace_opt.optimizers.sources.base import Candidate, CandidateSource, ProposalSettings, SourceRequest
+from memtrace_opt.optimizers.sources.combination import combine
 from memtrace_opt.tracing import OpEvent
 
 __all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "instructions_digest", "interrupted_round",
@@ -57,28 +62,25 @@ class RoundContext:
     evaluator: CachedEvaluator
     budget: LMBudget
     selector: ModuleSelector
-    proposer: InstructionProposer
+    sources: Sequence[CandidateSource]
     acceptance: AcceptanceRule
     attribution: Any
     attributor_lm: Any
     attribution_config: Any
     valset: Sequence[CaseRef]
-    num_candidates: int
-    evidence_cases: int
+    proposal: ProposalSettings
     system: str = ""
     predictors: Sequence[str] = ()
     local_check: bool = True
-    max_demos: int = 0
-    demo_chars: int = DEMO_CHARS
-    demo_budget_chars: int | None = DEMO_TOTAL_CHARS
-    compact_demos: bool = True
-    demo_pool: Sequence[CaseRef] = ()
-    pool_results: list[EvalResult] = field(default_factory=list)  # the pool traced, once, by the first round needing it
     val_ops: dict[str, int] = field(default_factory=dict)  # each predictor's op calls in a run of the valset
 
     def validation_calls(self, predictor: str) -> int:
         """The LM calls validating a candidate for `predictor` takes at least (0: not known)."""
         return calls_to_rerun(self.val_ops, predictor)
+
+    def plan(self, number: int) -> RoundPlan | None:
+        stored = self.ledger.get(f"round:{number}")
+        return None if stored is None else RoundPlan.from_dict(stored)
 
 
 def predictor_ops(evaluation: EvalResult) -> dict[str, int]:
@@ -106,36 +108,9 @@ class RoundOutcomeFull:
     budget_hit: bool = False
 
 
-
-def _demo_pool(ctx: RoundContext, program: dspy.Module) -> list[EvalResult]:
-    """The training cases traced for demos (`ctx.demo_pool`), run by `program` the first time they are needed
-    and kept for later rounds: a call that served a correct answer is a worked example whichever round ran it.
-    The write path replays from the memo; only the pool's own questions cost LM calls."""
-    if ctx.demo_pool and not ctx.pool_results:
-        result = ctx.evaluator.evaluate(program, ctx.demo_pool)
-        log.info("demo pool: %d training cases traced, %d answered correctly (%d LM calls)", len(result.cases),
-                 len(result.passed()), result.lm_calls)
-        ctx.pool_results.append(result)
-    return ctx.pool_results
-
-
-def _offered_before(ledger: StudyLedger, number: int, chosen: str) -> list[dict[str, Any]]:
-    """The demos rounds before `number` offered `chosen`, read from their plans in the study (so a resumed run
-    has them too). Passed as `predictor_demos(exclude=...)`: those the program took it has, and any demo the
-    predictor has is skipped anyway; the others were refused and are not offered again. Without this the calls
-    ranked most like a round's blamed ones can come first again while the program is unchanged: in a 400-call
-    long_context run round 4 spent its only demos candidate on a four-demo set an earlier round had been refused."""
-    offered: list[dict[str, Any]] = []
-    for earlier in range(1, number):
-        plan = ledger.get(f"round:{earlier}") or {}
-        if plan.get("chosen_predictor") == chosen:
-            offered += [demo for demo in plan.get("demos") or () if demo not in offered]
-    return offered
-
-
 def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Sequence[CaseRef],
-          history: Sequence[RoundOutcome]) -> dict[str, Any]:
-    """Trace the minibatch, attribute failures, choose the predictor, ask for proposals; record the plan."""
+          history: Sequence[RoundOutcome]) -> RoundPlan:
+    """Trace the minibatch, attribute failures, choose the predictor, ask the sources; record the plan."""
     evaluation = ctx.evaluator.evaluate(program, minibatch)
     blame = attribute_failures(
         evaluation, evaluation.failed(), method=ctx.attribution, lm=ctx.attributor_lm,
@@ -143,45 +118,32 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
     )
     chosen = ctx.selector.select(blame.counts(), history)
     instructions = instructions_of(program)
-    proposals: list[str] = []
+    candidates: list[Candidate] = []
     evidence_summary: dict[str, Any] = {}
     checks: list[LocalCase] = []
-    demos: list[dict[str, Any]] = []
     if chosen is not None and not ctx.budget.exhausted():
         evidence = build_evidence(chosen, instructions, evaluation, blame, ctx.evaluator.memo,
-                                  max_cases=ctx.evidence_cases)
+                                  max_cases=ctx.proposal.evidence_cases)
         evidence_summary = describe(evidence)
         if ctx.local_check:
-            checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.evidence_cases)
-        proposals = ctx.proposer.propose(evidence, ctx.num_candidates)
-        if ctx.max_demos > 0:
-            sources = [evaluation, *_demo_pool(ctx, program)]
-            new_demos = predictor_demos(program, chosen, sources, ctx.evaluator.memo, max_demos=ctx.max_demos,
-                                        max_chars=ctx.demo_chars, max_total_chars=ctx.demo_budget_chars,
-                                        exclude=_offered_before(ctx.ledger, number, chosen),
-                                        like=[case.shown for case in evidence.failures],
-                                        compact=ctx.compact_demos and writes_answers(chosen, sources))
-            demos = [*demos_of(program)[chosen], *new_demos] if new_demos else []
-    plan = {
-        "round": number,
-        "minibatch": [case.case_id for case in minibatch],
-        "minibatch_score": evaluation.accuracy,
-        "minibatch_ops": predictor_ops(evaluation),
-        "blame_counts": blame.counts(),
-        "not_fixable": blame.not_fixable,
-        "chosen_predictor": chosen,
-        "previous_instruction": instructions.get(chosen) if chosen else None,
-        "proposals": proposals,
-        "proposal_origins": [proposal_origin(text, instructions[chosen]) for text in proposals] if chosen else [],
-        "evidence": evidence_summary,
-        "verdicts": [{**v.to_dict(), "round": number} for v in blame.verdicts],
-        "local_cases": [case.to_dict() for case in checks],
-        "demos": demos,
-    }
-    existing = ctx.ledger.get(f"round:{number}")
+            checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.proposal.evidence_cases)
+        earlier = [plan for plan in map(ctx.plan, range(1, number)) if plan is not None]
+        request = SourceRequest(number, program, chosen, evidence, evaluation, ctx.evaluator.memo,
+                                ctx.proposal.candidates, earlier)
+        for source in ctx.sources:
+            candidates += source.propose(request, candidates)
+    plan = RoundPlan(
+        round=number, minibatch=tuple(case.case_id for case in minibatch), minibatch_score=evaluation.accuracy,
+        minibatch_ops=predictor_ops(evaluation), blame_counts=blame.counts(), not_fixable=blame.not_fixable,
+        chosen_predictor=chosen, previous_instruction=instructions.get(chosen) if chosen else None,
+        candidates=tuple(candidates), evidence=evidence_summary,
+        verdicts=tuple({**v.to_dict(), "round": number} for v in blame.verdicts),
+        local_cases=tuple(case.to_dict() for case in checks),
+    )
+    existing = ctx.plan(number)
     if existing is not None:  # another worker sharing the study planned this round first: follow its plan
-        return dict(existing)
-    ctx.ledger.put(f"round:{number}", plan)
+        return existing
+    ctx.ledger.put(f"round:{number}", plan.to_dict())
     return plan
 
 
@@ -189,278 +151,276 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
               minibatch: Sequence[CaseRef], history: Sequence[RoundOutcome]) -> RoundOutcomeFull:
     """Run (or resume) round `number` from `program` whose valset accuracy is `current_val`."""
     spent_before, started = ctx.budget.spent(), time.perf_counter()
-    plan = ctx.ledger.get(f"round:{number}")
+    plan = ctx.plan(number)
     if plan is None:
         plan = _plan(ctx, number, program, minibatch, history)
     else:
         by_id = {case.case_id: case for case in minibatch}
-        minibatch = [by_id[i] for i in plan["minibatch"] if i in by_id] or list(minibatch)
-    chosen: str | None = plan["chosen_predictor"]
-    candidates, accepted, new_val, budget_hit = _candidates(ctx, number, plan, program, current_val, minibatch)
-    new_program = with_instruction(program, chosen, *accepted) if (chosen and accepted) else program
+        minibatch = [by_id[i] for i in plan.minibatch if i in by_id] or list(minibatch)
+    tested = _RoundTrials(ctx, plan, program, current_val, minibatch).run()
+    new_program = tested.taken.apply(program) if tested.taken is not None else program
     record = RoundRecord(
-        round=number,
-        blame_counts=dict(plan["blame_counts"]),
-        not_fixable=dict(plan["not_fixable"]),
-        chosen_predictor=chosen,
-        previous_instruction=plan["previous_instruction"],
-        candidates=candidates,
-        accepted=accepted is not None,
-        val_accuracy=new_val,
-        lm_calls=ctx.budget.spent() - spent_before,
-        seconds=time.perf_counter() - started,
-        findings=list((plan.get("evidence") or {}).get("findings") or []),
+        round=number, blame_counts=dict(plan.blame_counts), not_fixable=dict(plan.not_fixable),
+        chosen_predictor=plan.chosen_predictor, previous_instruction=plan.previous_instruction,
+        candidates=tested.records, accepted=tested.taken is not None, val_accuracy=tested.val,
+        lm_calls=ctx.budget.spent() - spent_before, seconds=time.perf_counter() - started, findings=plan.findings,
     )
-    return RoundOutcomeFull(record, new_program, list(plan.get("verdicts") or []), budget_hit)
+    return RoundOutcomeFull(record, new_program, [dict(v) for v in plan.verdicts], tested.budget_hit)
 
 
 def interrupted_round(ledger: StudyLedger, number: int, program: dspy.Module, why: str) -> dict[str, Any]:
     """How far round `number` (started from `program`) got before the budget cut it short: its plan, if it was
     recorded, and the minibatch score of each candidate evaluated (None for the others)."""
-    plan = ledger.get(f"round:{number}")
-    if plan is None:
+    stored = ledger.get(f"round:{number}")
+    if stored is None:
         return {"round": number, "chosen_predictor": None, "blame_counts": {}, "candidates": [],
                 "why": f"{why}, before its proposals were recorded (tracing, attributing or proposing)"}
-    chosen = plan.get("chosen_predictor")
+    plan = RoundPlan.from_dict(stored)
     parent = instructions_digest(instructions_of(program))
     candidates = []
-    for text, demos in _plan_candidates(plan):
-        key = _key(number, chosen or "", parent, text, demos)
+    for candidate in plan.candidates:
+        key = candidate.key(number, parent)
         attrs = ledger.finished(key, wait_seconds=0) or ledger.partial(key) or {}
-        entry: dict[str, Any] = {"instruction": text, "minibatch_score": attrs.get("minibatch_score")}
-        if demos is not None:
-            entry["demos"] = len(demos)
+        entry: dict[str, Any] = {"instruction": candidate.instruction, "minibatch_score": attrs.get("minibatch_score")}
+        if candidate.demos is not None:
+            entry["demos"] = len(candidate.demos)
         if attrs.get("local") is not None:
             entry["local"] = attrs["local"]
         if attrs.get("local_rejected"):
             entry["why"] = attrs.get("why", "")
         candidates.append(entry)
-    return {"round": number, "chosen_predictor": chosen, "blame_counts": dict(plan.get("blame_counts") or {}),
+    return {"round": number, "chosen_predictor": plan.chosen_predictor, "blame_counts": dict(plan.blame_counts),
             "candidates": candidates, "why": why}
 
 
-Candidate = tuple[str, list[dict[str, Any]] | None]  # an instruction, and the demo list it sets (None: kept)
+@dataclass
+class Trial:
+    """One candidate's way through the round's gates: its study trial, its scores, the decision it ended with.
+    `restored` holds the attributes of a trial a run before this one finished: its decision stands."""
+
+    number: int  # 1-based, as the log and the reasons name it
+    candidate: Candidate
+    key: str
+    restored: Mapping[str, Any] | None = None
+    handle: TrialHandle | None = None
+    local: dict[str, Any] | None = None
+    minibatch: float | None = None
+    val: float | None = None
+    decision: Decision | None = None
+    cut: bool = False  # passed the minibatch, not validated for want of calls: resumed from its score
+
+    @classmethod
+    def restore(cls, number: int, candidate: Candidate, key: str, done: Mapping[str, Any]) -> Trial:
+        accepted = bool(done.get("accepted"))
+        status = Status(done["status"]) if done.get("status") else Status.ACCEPTED if accepted else Status.REJECTED
+        rejected_locally = bool(done.get("local_rejected"))
+        return cls(number, candidate, key, restored=done, local=done.get("local"),
+                   minibatch=None if rejected_locally else float(done.get("minibatch_score") or 0.0),
+                   val=done.get("val_score"), decision=Decision.recorded(status, str(done.get("why", ""))))
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision is not None and self.decision.status is Status.ACCEPTED
+
+    def record(self) -> CandidateRecord:
+        candidate, decision = self.candidate, self.decision
+        minibatch = self.restored.get("minibatch_score") if self.restored is not None else self.minibatch
+        return CandidateRecord.of(candidate, minibatch, self.val, self.accepted, decision.why if decision else "",
+                                  self.local)
+
+    def close(self) -> None:
+        """The trial's end in the study: COMPLETE with a valset score, else PRUNED (a cut one stays unfinished:
+        a resumed run validates it from its minibatch score)."""
+        if self.handle is None or self.restored is not None or self.handle.state != "running":
+            return
+        why, status = (self.decision.why, self.decision.status.value) if self.decision else ("", "")
+        if self.val is not None:
+            self.handle.validated(self.val, accepted=self.accepted, why=why, status=status)
+        elif not self.cut:
+            self.handle.pruned(accepted=False, why=why, status=status)
 
 
-def _plan_candidates(plan: dict[str, Any]) -> list[Candidate]:
-    """The round's candidates: each proposal, then the current instruction with demos if the plan has some."""
-    out: list[Candidate] = [(text, None) for text in plan.get("proposals") or []]
-    if plan.get("demos") and plan.get("previous_instruction") is not None:
-        out.append((str(plan["previous_instruction"]), [dict(d) for d in plan["demos"]]))
-    return out
+@dataclass
+class RoundTested:
+    """The candidates' records, the one taken (None: the round changed nothing), the valset accuracy after the
+    round and whether the budget cut it short."""
+
+    records: list[CandidateRecord]
+    taken: Candidate | None
+    val: float
+    budget_hit: bool
 
 
-def _key(number: int, chosen: str, parent: str, text: str, demos: list[dict[str, Any]] | None = None) -> str:
-    content = text if demos is None else text + "\x1f" + json.dumps(demos, sort_keys=True, ensure_ascii=False)
-    return f"r{number}:{chosen}:{parent}:{hashlib.sha256(content.encode()).hexdigest()[:16]}"
+class _RoundTrials:
+    """The gate chain over a plan's candidates and the round's choice (see the module docstring)."""
 
+    def __init__(self, ctx: RoundContext, plan: RoundPlan, program: dspy.Module, current_val: float,
+                 minibatch: Sequence[CaseRef]) -> None:
+        self.ctx, self.plan, self.program, self.current_val = ctx, plan, program, current_val
+        self.number, self.chosen = plan.round, plan.chosen_predictor or ""
+        self.parent = instructions_digest(instructions_of(program))
+        checks = [LocalCase.from_dict(case) for case in plan.local_cases] if ctx.local_check else []
+        self.local_gate = LocalCheckGate(checks, ctx.evaluator.task_lm) if checks else None
+        self.minibatch_gate = MinibatchGate(ctx.evaluator, minibatch, plan.minibatch_score, ctx.acceptance)
+        self.validation_gate = ValidationGate(ctx.evaluator, ctx.valset, current_val, ctx.acceptance, ctx.budget)
+        self.minibatch_calls = calls_to_rerun(plan.minibatch_ops, self.chosen)
+        # a candidate's validation re-runs the valset questions its minibatch run did not answer already (the memo
+        # keeps those): with the valset the training set, as `memtrace optimize` without --val has it, they overlap
+        shared = {case.case_id for case in minibatch} & {case.case_id for case in ctx.valset}
+        size = len(ctx.valset)
+        self.val_calls = ctx.validation_calls(self.chosen) * (size - len(shared)) // max(1, size)
+        self.trials: list[Trial] = []
+        self.budget_hit = False
+        self.stack = contextlib.ExitStack()
 
-def _candidates(ctx: RoundContext, number: int, plan: dict[str, Any], program: dspy.Module, current_val: float,
-                minibatch: Sequence[CaseRef]) -> tuple[list[CandidateRecord], Candidate | None, float, bool]:
-    chosen, candidates = plan["chosen_predictor"], _plan_candidates(plan)
-    if not chosen or not candidates:
-        return [], None, current_val, False
-    parent = instructions_digest(instructions_of(program))
-    current_mb = float(plan["minibatch_score"])
-    checks = [LocalCase.from_dict(case) for case in plan.get("local_cases") or []] if ctx.local_check else []
-    mb_calls = calls_to_rerun(plan.get("minibatch_ops") or {}, chosen)
-    # a candidate's validation re-runs the valset questions its minibatch run did not answer already (the memo
-    # keeps those): with the valset the training set, as `memtrace optimize` without --val has it, they overlap
-    shared = {case.case_id for case in minibatch} & {case.case_id for case in ctx.valset}
-    val_calls = ctx.validation_calls(chosen) * (len(ctx.valset) - len(shared)) // max(1, len(ctx.valset))
-    finished: dict[int, dict[str, Any]] = {}
-    handles: dict[int, TrialHandle] = {}
-    scores: dict[int, float] = {}
-    locals_: dict[int, dict[str, Any]] = {}
-    rejected: dict[int, str] = {}  # candidates the local check turned down: no minibatch run
-    budget_hit = False
-    with contextlib.ExitStack() as stack:
-        for i, (text, demos) in enumerate(candidates):
-            key = _key(number, chosen, parent, text, demos)
+    def run(self) -> RoundTested:
+        if not self.plan.chosen_predictor or not self.plan.candidates:
+            return RoundTested([], None, self.current_val, False)
+        with self.stack:
+            self._through_minibatch()
+            best, combined = self._choose()
+            for trial in self.trials:
+                trial.close()
+            records = [trial.record() for trial in self.trials]
+            if combined is not None:
+                records.append(combined.record())
+        taken = best or (combined if combined is not None and combined.accepted else None)
+        val = self.current_val if taken is None or taken.val is None else float(taken.val)
+        return RoundTested(records, None if taken is None else taken.candidate, val, self.budget_hit)
+
+    # the local check and the minibatch --------------------------------------------------------------------
+    def _through_minibatch(self) -> None:
+        ctx = self.ctx
+        for i, candidate in enumerate(self.plan.candidates):
+            key = candidate.key(self.number, self.parent)
             done = ctx.ledger.finished(key)
             if done is not None:
-                finished[i] = done
-                if done.get("local_rejected"):
-                    rejected[i] = str(done.get("why", ""))
-                else:
-                    scores[i] = float(done.get("minibatch_score") or 0.0)
+                self.trials.append(Trial.restore(i + 1, candidate, key, done))
                 continue
             prior = ctx.ledger.partial_score(key)
-            if prior is None and (ctx.budget.exhausted() or _short(ctx, mb_calls + val_calls)):
+            needed = self.minibatch_calls + self.val_calls
+            if prior is None and not ctx.budget.can_afford(needed):
                 # what is left cannot carry this candidate through its minibatch and a validation: the calls go
                 # to validating the candidates scored so far, and the round resumes with a larger budget
-                log.info("round %d: candidates from %d on not evaluated: %s LM calls left, at least %d needed", number,
-                         i + 1, ctx.budget.left(), mb_calls + val_calls)
-                budget_hit = True
-                break
-            attrs = {"round": number, "predictor": chosen, "candidate": i, "instruction": text,
-                     **({"demos": len(demos)} if demos is not None else {})}
-            handle = stack.enter_context(ctx.ledger.trial(key, attrs))
-            if prior is None and checks:
-                check: LocalResult = check_candidate(program, chosen, text, checks, ctx.evaluator.task_lm, demos)
-                locals_[i] = check.to_dict()
-                handle.set("local", locals_[i])
-                log.info("round %d candidate %d for %s: %s (%d LM calls)", number, i + 1, chosen, check.why,
-                         check.lm_calls)
-                if not check.passed:
-                    handle.pruned(accepted=False, why=check.why, local_rejected=True)
-                    rejected[i] = check.why
-                    continue
-            if prior is not None:
-                score = prior
-            else:
-                score = ctx.evaluator.evaluate(with_instruction(program, chosen, text, demos), minibatch).accuracy
-            handle.minibatch(score)
-            handles[i], scores[i] = handle, score
-            log.info("round %d candidate %d for %s%s: minibatch %.3f (current %.3f)", number, i + 1, chosen,
-                     f" (+{len(demos)} demos)" if demos is not None else "", score, current_mb)
-        # the best rewrite and the demos candidate each go on: a minibatch of six or eight ranks candidates of
-        # one kind, but in a long_context run it put a rewrite (0.333) above two demos (0.167) that would have
-        # gained two validation questions where the rewrite gained one. When both pass the minibatch, the
-        # rewrite is validated with the demos (an instruction and worked examples fix different questions, and
-        # it would be deployed with them), the demos alone beside it
-        kinds: dict[bool, int] = {}
-        for i in sorted(scores, key=lambda i: (-scores[i], i)):
-            kinds.setdefault(candidates[i][1] is not None, i)
-        contenders = sorted(kinds.values(), key=lambda i: (-scores[i], i))
-        gates = {i: ctx.acceptance.on_minibatch(current_mb, scores[i]) for i in contenders}
-        cut: set[int] = set()  # passed the minibatch, not validated for want of calls: resumed from their score
-        together = len(kinds) == 2 and all(gate.ok for gate in gates.values())
-        vals: dict[int, float | None] = {}
-        accepts: dict[int, bool] = {}
-        whys: dict[int, str] = {}
-
-        def validate(i: int) -> None:
-            """Candidate `i` on the valset, or marked cut when the calls left cannot take it there."""
-            nonlocal budget_hit
-            if ctx.budget.exhausted() or _short(ctx, val_calls):
-                whys[i], budget_hit = _not_validated(ctx, val_calls), True
-                cut.add(i)
+                log.info("round %d: candidates from %d on not evaluated: %s LM calls left, at least %d needed",
+                         self.number, i + 1, ctx.budget.left(), needed)
+                self.budget_hit = True
                 return
-            val = ctx.evaluator.evaluate(with_instruction(program, chosen, *candidates[i]), ctx.valset).accuracy
-            decision = ctx.acceptance.on_valset(current_val, val)
-            vals[i], accepts[i], whys[i] = val, decision.ok, decision.why
-            log.info("round %d candidate %d for %s: %s", number, i + 1, chosen, decision.why)
+            trial = Trial(i + 1, candidate, key)
+            attrs = {"round": self.number, "predictor": self.chosen, "candidate": i, "instruction": candidate.instruction,
+                     "origin": candidate.origin, **({"demos": len(candidate.demos)} if candidate.demos is not None else {})}
+            trial.handle = handle = self.stack.enter_context(ctx.ledger.trial(key, attrs))
+            self.trials.append(trial)
+            if prior is None and self.local_gate is not None:
+                result, decision = self.local_gate.check(self.program, candidate)
+                trial.local = result.to_dict()
+                handle.set("local", trial.local)
+                log.info("round %d candidate %d for %s: %s (%d LM calls)", self.number, i + 1, self.chosen,
+                         decision.why, result.lm_calls)
+                if not decision.ok:
+                    trial.decision = decision
+                    handle.pruned(accepted=False, why=decision.why, local_rejected=True, status=decision.status.value)
+                    continue
+            trial.minibatch = prior if prior is not None else self.minibatch_gate.score(self.program, candidate)
+            handle.minibatch(trial.minibatch)
+            log.info("round %d candidate %d for %s%s: minibatch %.3f (current %.3f)", self.number, i + 1, self.chosen,
+                     f" (+{len(candidate.demos)} demos)" if candidate.demos is not None else "", trial.minibatch,
+                     self.plan.minibatch_score)
 
-        for i in contenders:
-            if i in finished:
-                vals[i], accepts[i] = finished[i].get("val_score"), bool(finished[i].get("accepted"))
-                whys[i] = str(finished[i].get("why", ""))
+    # the valset and the choice ------------------------------------------------------------------------------
+    def _choose(self) -> tuple[Trial | None, Trial | None]:
+        """The best rewrite and the demos candidate each go on: a minibatch of six or eight ranks candidates of
+        one kind, but in a long_context run it put a rewrite (0.333) above two demos (0.167) that would have
+        gained two validation questions where the rewrite gained one. When both pass the minibatch, the rewrite
+        is validated with the demos, the demos alone beside it. Returns the trial taken among the plan's
+        candidates and the combination's trial (None when there is none)."""
+        scored = sorted((t for t in self.trials if t.minibatch is not None), key=lambda t: (-(t.minibatch or 0.0), t.number))
+        leaders: dict[bool, Trial] = {}
+        for trial in scored:
+            leaders.setdefault(trial.candidate.sets_demos, trial)
+        contenders = sorted(leaders.values(), key=lambda t: (-(t.minibatch or 0.0), t.number))
+        gates = {t.number: self.minibatch_gate.decide(t.minibatch or 0.0) for t in contenders}
+        together = len(leaders) == 2 and all(gate.ok for gate in gates.values())
+        for trial in scored:
+            if trial.restored is not None:
                 continue
-            vals[i], accepts[i], whys[i] = None, False, gates[i].why
-            if together and i == kinds[False]:
-                whys[i] = f"not validated alone: validated with the demos of candidate {kinds[True] + 1}"
-            elif gates[i].ok:
-                validate(i)
-        passed = [i for i in contenders if accepts[i]]
-        decided = [i for i in passed if i in finished]  # accepted before the run was cut: that decision stands
-        best = decided[0] if decided else max(passed, key=lambda i: (vals[i] or 0.0, scores[i], -i)) if passed else None
+            if trial not in contenders:
+                leader = leaders[trial.candidate.sets_demos]
+                trial.decision = Decision.of(
+                    Status.OUTRANKED, "not validated: candidate {leader} goes first on the minibatch ({first:.3f}; "
+                    "this one {this:.3f})", leader=leader.number, first=leader.minibatch, this=trial.minibatch)
+                continue
+            trial.decision = gates[trial.number]
+            if together and trial is leaders[False]:
+                trial.decision = Decision.of(Status.DEFERRED, "not validated alone: validated with the demos of "
+                                             "candidate {demos}", demos=leaders[True].number)
+            elif trial.decision.ok:
+                self._validate(trial)
+        passed = [t for t in contenders if t.accepted]
+        decided = [t for t in passed if t.restored is not None]  # accepted before the run was cut: it stands
+        best = decided[0] if decided else max(passed, key=lambda t: (t.val or 0.0, t.minibatch or 0.0, -t.number),
+                                              default=None)
         combined = None
         if together and not decided:
-            rival = vals[best] if best is not None else None
-            combined = _combination(ctx, number, chosen, parent, program, (candidates[kinds[False]][0],
-                                    candidates[kinds[True]][1]), rival, current_val, stack)
+            combined = self._combination(leaders[False].candidate, leaders[True].candidate,
+                                         best.val if best is not None else None)
             # cut for want of calls after the demos passed: the round stands with the demos, and the next round
             # proposes its rewrites on top of them; before they passed, the round resumes
-            budget_hit = budget_hit or (combined.why.startswith("not validated") and best is None)
-        lone = kinds[False] if together else None
-        if (lone is not None and lone not in finished and best is None and combined is not None
-                and combined.val_score is not None and not combined.accepted):
-            validate(lone)  # neither the demos nor the two together passed: the rewrite may still do better alone
-            if accepts[lone]:
-                passed, best = [lone], lone
+            if best is None and combined.decision is not None and combined.decision.status is Status.NOT_VALIDATED:
+                self.budget_hit = True
+            lone = leaders[False]
+            if (lone.restored is None and best is None and combined.val is not None and not combined.accepted):
+                self._validate(lone)  # neither the demos nor the two together passed: the rewrite may do better alone
+                if lone.accepted:
+                    passed, best = [lone], lone
         if combined is not None and combined.accepted:
-            for i in passed:
-                if i not in finished:
-                    accepts[i] = False
-                    whys[i] = (f"passed, but the rewrite of candidate {kinds[False] + 1} with these demos is taken "
-                               f"(valset {combined.val_score or 0.0:.3f}; these demos alone {vals[i] or 0.0:.3f})")
+            for trial in passed:
+                if trial.restored is None:
+                    trial.decision = Decision.of(
+                        Status.OUTRANKED, "passed, but the rewrite of candidate {rewrite} with these demos is taken "
+                        "(valset {joined:.3f}; these demos alone {alone:.3f})", rewrite=leaders[False].number,
+                        joined=combined.val or 0.0, alone=trial.val or 0.0)
             best = None
-        for i in passed:  # two passed: the better on the valset is taken
-            if i != best and best is not None and i not in finished:
-                accepts[i] = False
-                whys[i] = (f"passed, but candidate {best + 1} is taken (valset {vals[best] or 0.0:.3f}, minibatch "
-                           f"{scores[best]:.3f}; this one {vals[i] or 0.0:.3f}, {scores[i]:.3f})")
-        accepted = best is not None or (combined is not None and combined.accepted)
-        val = vals[best] if best is not None else combined.val_score if combined is not None else None
-        records: list[CandidateRecord] = []
-        origins = list(plan.get("proposal_origins") or [])
-        for i in sorted(scores.keys() | rejected.keys()):
-            text, demos = candidates[i]
-            origin = origins[i] if demos is None and i < len(origins) else None
-            if i in finished:
-                done = finished[i]
-                records.append(CandidateRecord(text, done.get("minibatch_score"), done.get("val_score"),
-                                               bool(done.get("accepted")), str(done.get("why", "")),
-                                               done.get("local"), demos, origin))
-                continue
-            if i in rejected:
-                records.append(CandidateRecord(text, None, None, False, rejected[i], locals_.get(i), demos, origin))
-                continue
-            if i in vals:
-                record = CandidateRecord(text, scores[i], vals[i], accepts[i], whys[i], locals_.get(i), demos, origin)
-            else:
-                leader = kinds[candidates[i][1] is not None]
-                record = CandidateRecord(text, scores[i], None, False,
-                                         f"not validated: candidate {leader + 1} goes first on the minibatch "
-                                         f"({scores[leader]:.3f}; this one {scores[i]:.3f})", locals_.get(i), demos,
-                                         origin)
-            if record.val_score is not None:
-                handles[i].validated(record.val_score, accepted=record.accepted, why=record.why)
-            elif i not in cut:  # a cut one stays unfinished: a resumed run validates it from its minibatch score
-                handles[i].pruned(accepted=False, why=record.why)
-            records.append(record)
-        if combined is not None:
-            records.append(combined)
-    chosen_candidate: Candidate | None = None
-    if best is not None:
-        chosen_candidate = candidates[best]
-    elif combined is not None and combined.accepted:
-        chosen_candidate = (combined.instruction, combined.demos)
-    return records, chosen_candidate, (float(val) if accepted and val is not None else current_val), budget_hit
+        for trial in passed:  # two passed: the better on the valset is taken
+            if best is not None and trial is not best and trial.restored is None:
+                trial.decision = Decision.of(
+                    Status.OUTRANKED, "passed, but candidate {best} is taken (valset {best_val:.3f}, minibatch "
+                    "{best_mb:.3f}; this one {val:.3f}, {mb:.3f})", best=best.number, best_val=best.val or 0.0,
+                    best_mb=best.minibatch or 0.0, val=trial.val or 0.0, mb=trial.minibatch or 0.0)
+        return best, combined
 
+    def _validate(self, trial: Trial) -> None:
+        """`trial` through the validation gate, or marked cut when the calls left cannot take it there."""
+        refused = self.validation_gate.unaffordable(self.val_calls)
+        if refused is not None:
+            trial.decision, trial.cut, self.budget_hit = refused, True, True
+            return
+        trial.val, trial.decision = self.validation_gate.run(self.program, trial.candidate)
+        log.info("round %d candidate %d for %s: %s", self.number, trial.number, self.chosen, trial.decision.why)
 
-COMBINED = "combined"  # the origin of the candidate that joins the round's rewrite and its demos
-
-
-def _combination(ctx: RoundContext, number: int, chosen: str, parent: str, program: dspy.Module,
-                 candidate: Candidate, rival: float | None, current_val: float,
-                 stack: contextlib.ExitStack) -> CandidateRecord:
-    """The round's best rewrite with its demos candidate's demos, validated: taken when it passes the acceptance
-    rule and, if the demos alone passed too (valset `rival`), beats them. A run cut short and resumed finds its
-    decision in the study."""
-    text, demos = candidate
-    key = _key(number, chosen, parent, text, demos)
-    done = ctx.ledger.finished(key)
-    if done is not None:
-        return CandidateRecord(text, None, done.get("val_score"), bool(done.get("accepted")), str(done.get("why", "")),
-                               None, demos, COMBINED)
-    calls = ctx.validation_calls(chosen)  # all of them: no minibatch run answered any under this prompt
-    if ctx.budget.exhausted() or _short(ctx, calls):  # no trial: a resumed run tries it
-        return CandidateRecord(text, None, None, False, _not_validated(ctx, calls), None, demos, COMBINED)
-    handle = stack.enter_context(ctx.ledger.trial(key, {"round": number, "predictor": chosen, "instruction": text,
-                                                        "demos": len(demos or []), "origin": COMBINED}))
-    val = ctx.evaluator.evaluate(with_instruction(program, chosen, text, demos), ctx.valset).accuracy
-    decision = ctx.acceptance.on_valset(current_val, val)
-    accepted = decision.ok and (rival is None or val > rival)
-    if not decision.ok:
-        why = decision.why
-    elif accepted:
-        why = decision.why + ("" if rival is None else f", and above the demos alone ({rival:.3f})")
-    else:
-        why = f"rejected: valset {val:.3f} not above the demos alone ({rival or 0.0:.3f})"
-    handle.validated(val, accepted=accepted, why=why)
-    log.info("round %d: the rewrite with the demos for %s: %s", number, chosen, why)
-    return CandidateRecord(text, None, val, accepted, why, None, demos, COMBINED)
-
-
-def _short(ctx: RoundContext, calls: int) -> bool:
-    """True when fewer LM calls are left than `calls` (0: not known, never short)."""
-    left = ctx.budget.left()
-    return left is not None and 0 < calls and left < calls
-
-
-def _not_validated(ctx: RoundContext, calls: int) -> str:
-    if ctx.budget.exhausted():
-        return f"not validated: {ctx.budget.why_spent()}"
-    return f"not validated: {ctx.budget.left()} LM calls left, a validation takes at least {calls}"
+    def _combination(self, rewrite: Candidate, demos: Candidate, rival: float | None) -> Trial:
+        """The rewrite with the demos, validated: taken when it passes the acceptance rule and, if the demos alone
+        passed too (valset `rival`), beats them. A run cut short and resumed finds its decision in the study."""
+        candidate = combine(rewrite, demos)
+        key = candidate.key(self.number, self.parent)
+        done = self.ctx.ledger.finished(key)
+        if done is not None:
+            return Trial.restore(0, candidate, key, done)
+        trial = Trial(0, candidate, key)
+        # all of the valset's calls: no minibatch run answered any under this prompt
+        refused = self.validation_gate.unaffordable(self.ctx.validation_calls(self.chosen))
+        if refused is not None:  # no study trial: a resumed run tries it
+            trial.decision = refused
+            return trial
+        handle = self.stack.enter_context(self.ctx.ledger.trial(key, {
+            "round": self.number, "predictor": self.chosen, "instruction": candidate.instruction,
+            "demos": len(candidate.demos or ()), "origin": candidate.origin}))
+        val, decision = self.validation_gate.run(self.program, candidate)
+        if decision.ok and rival is not None:
+            decision = (decision.also(", and above the demos alone ({rival:.3f})", rival=rival) if val > rival else
+                        Decision.of(Status.REJECTED, "rejected: valset {val:.3f} not above the demos alone "
+                                    "({rival:.3f})", val=val, rival=rival))
+        trial.val, trial.decision = val, decision
+        handle.validated(val, accepted=trial.accepted, why=decision.why, status=decision.status.value)
+        log.info("round %d: the rewrite with the demos for %s: %s", self.number, self.chosen, decision.why)
+        return trial

@@ -5,8 +5,8 @@
     with ledger.trial(key, attrs) as trial:               # a RUNNING trial while the candidate is evaluated
         trial.minibatch(0.5); trial.validated(0.62)       # or trial.pruned()
 
-Study-level user attributes hold what is not a candidate: the baseline, and per round its blame and its
-proposals (`round:N`) and its outcome (`round_done:N`). A killed run resumes from them without repeating a
+Study-level user attributes hold what is not a candidate: the baseline, and per round its plan (`round:N`, a
+`RoundPlan`: blame, chosen predictor, candidates) and its outcome (`round_done:N`, a `RoundRecord`). A killed run resumes from them without repeating a
 finished trial or re-asking the reflection LM. Trials that did not reach the valset are PRUNED (their
 minibatch score is the intermediate value); validated ones are COMPLETE with the valset score as value.
 

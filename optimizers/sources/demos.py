@@ -14,7 +14,7 @@ cut short or looping on one line is no example to follow: it is skipped). The ca
 like those of the blamed calls come first within each of those two tiers: a worked example of the kind of input
 the predictor gets wrong.
 The calls come from the round's minibatch and from a pool of training cases traced once for the purpose
-(`LoopSettings.demo_pool`): a minibatch of eight often has no correct case at all (round 1 of a long_context run
+(`DemoSettings.demo_pool`): a minibatch of eight often has no correct case at all (round 1 of a long_context run
 scored 0.000 and so had no demos candidate), while a training conversation's other questions do.
 A demo an earlier round offered the predictor and the program did not take is not offered again (the
 round passes it as `exclude`): while the program is unchanged the same calls would rank first round after round.
@@ -22,7 +22,7 @@ Only the blamed predictor gets demos: unlike BootstrapFewShot, the rest of the p
 the step that writes the answers can be shown compact: its long context cut to the lines around its answer
 (`demo_context.py`).
 
-    demos = predictor_demos(program, "answer.predict", evaluation, memo, max_demos=2)
+    demos = predictor_demos(program, "answer.predict", evaluation, memo, demos=2)
     with_instruction(program, "answer.predict", text, demos)
 """
 
@@ -45,13 +45,13 @@ from memtrace_opt.optimizers.gates.local_check import correct_calls
 from memtrace_opt.optimizers.sources.demo_context import COMPACT_CHARS, case_anchors, compact_context
 
 __all__ = ["predictor_demos", "closest_first", "compacted", "demo_from_exchange", "well_formed", "DEMO_CHARS",
-           "DEMO_TOTAL_CHARS", "CLOSE_F1", "demo_size"]
+           "DEMO_BUDGET", "CLOSE_F1", "demo_size"]
 
 DEMO_CHARS = 8000  # about 2k tokens: a longer call (a whole transcript) would crowd an 8k window as a demo
 # all of a predictor's demos together: about 5k tokens, leaving 3k of an 8k window for the call's own prompt.
 # A demo of a question about a conversation carries the transcript (long_context, sessions 1-2 of LoCoMo: 1,100
 # to 1,900 tokens): six of them and the question's own prompt pass the embedded model's 8,192 tokens
-DEMO_TOTAL_CHARS = 20000
+DEMO_BUDGET = 20000
 CLOSE_F1 = 0.8  # an answer this close to the gold by token F1 has few words beyond it: the style to show
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 
@@ -105,23 +105,23 @@ def predictor_demos(
     evaluation: EvalResult | Sequence[EvalResult],
     memo: ReplayMemo,
     *,
-    max_demos: int = 2,
-    max_chars: int = DEMO_CHARS,
-    max_total_chars: int | None = DEMO_TOTAL_CHARS,
+    demos: int = 2,
+    demo_chars: int = DEMO_CHARS,
+    demo_budget: int | None = DEMO_BUDGET,
     exclude: Sequence[dict[str, str]] = (),
     like: Sequence[str] = (),
     embedder: str | None = "minilm",
     compact: bool = False,
 ) -> list[dict[str, str]]:
-    """Up to `max_demos` demos for `predictor` from its calls in the correct cases of `evaluation` (one, or several:
-    the round's minibatch and the training cases traced for demos) whose answer F1 is above `CORRECT_F1` (distinct calls, none longer than `max_chars`, none already among `exclude` or the
+    """Up to `demos` demos for `predictor` from its calls in the correct cases of `evaluation` (one, or several:
+    the round's minibatch and the training cases traced for demos) whose answer F1 is above `CORRECT_F1` (distinct calls, none longer than `demo_chars`, none already among `exclude` or the
     predictor's demos). Those of answers with F1 >= `CLOSE_F1` come first; within each tier, with `like` (the
     prompts of the blamed calls), the calls most like the blamed ones come first (`closest_first`). A demo that
-    would take the predictor's demos, old and new, past `max_total_chars` (None: no limit) is passed over for
+    would take the predictor's demos, old and new, past `demo_budget` (None: no limit) is passed over for
     the next that fits. With `compact` (for the predictor that writes the answers), an input field longer than
     `COMPACT_CHARS` is cut to the lines around the answer (`demo_context.compact_context`); the sizes counted are
     the demos' as shown."""
-    if max_demos < 1:
+    if demos < 1:
         return []
     signature = dict(program.named_predictors())[predictor].signature
     existing = [dict(d) for d in dict(program.named_predictors())[predictor].demos]
@@ -142,17 +142,17 @@ def predictor_demos(
         if demo is None:
             continue
         given = compacted(demo, list(signature.input_fields), case, embedder) if compact else demo
-        if demo_size(given) > max_chars or given in existing or given in exclude:
+        if demo_size(given) > demo_chars or given in existing or given in exclude:
             continue
         pool.append(demo)
         shown.append(given)
         close.append(f1 is None or f1 >= CLOSE_F1)
     order = closest_first(list(signature.input_fields), pool, like, embedder=embedder) if like else range(len(pool))
     tiered = [i for i in order if close[i]] + [i for i in order if not close[i]]
-    room = math.inf if max_total_chars is None else max_total_chars - sum(map(demo_size, existing))
+    room = math.inf if demo_budget is None else demo_budget - sum(map(demo_size, existing))
     chosen: list[dict[str, str]] = []
     for demo in (shown[i] for i in tiered):
-        if len(chosen) < max_demos and demo_size(demo) <= room:
+        if len(chosen) < demos and demo_size(demo) <= room:
             chosen.append(demo)
             room -= demo_size(demo)
     return chosen

@@ -1,4 +1,4 @@
-"""The proposer: the reflection LM writes new instructions for ONE predictor from the evidence of its blamed
+"""The reflective source: the reflection LM writes new instructions for ONE predictor from the evidence of its blamed
 failures (what the op was shown, what it produced, why attribution blamed it) and of cases it handled
 correctly (so a rewrite keeps them working).
 
@@ -7,6 +7,8 @@ Contract of an `InstructionProposer`:
   return fewer (or none) when the LM's replies are unusable, and never raises for a bad reply.
 - It calls only the reflection LM (the caller scopes it) and sees only `evidence`: nothing about other
   predictors, so it cannot rewrite them.
+
+`ReflectiveSource` is the round's `CandidateSource` over a proposer: its texts as `Candidate`s.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from typing import Any, Protocol
 import dspy
 
 from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, Finding
+from memtrace_opt.optimizers.sources.base import Candidate, SourceRequest
 
-__all__ = ["OpEvidence", "ProposalEvidence", "InstructionProposer", "ReflectiveProposer", "ProposeInstruction",
-           "ProposeRule", "pattern_candidates", "proposal_origin"]
+__all__ = ["OpEvidence", "ProposalEvidence", "InstructionProposer", "ReflectiveProposer", "ReflectiveSource",
+           "ProposeInstruction", "ProposeRule", "pattern_candidates", "proposal_origin", "same_text"]
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +129,12 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _same(a: str, b: str) -> bool:
+def same_text(a: str, b: str) -> bool:
     """Equal up to whitespace and case (a small model often echoes the instruction re-wrapped)."""
     return _norm(a) == _norm(b)
+
+
+_same = same_text
 
 
 def _clip(text: str, limit: int) -> str:
@@ -383,3 +389,17 @@ def proposal_origin(text: str, evidence_instruction: str) -> str:
         if _same(text, _with_rules(evidence_instruction, pattern.rule)):
             return f"pattern:{pattern.name}"
     return "reflection"
+
+
+@dataclass(frozen=True)
+class ReflectiveSource:
+    """The proposer's instructions for the chosen predictor, at most `request.slots` of them, each with its origin
+    (`proposal_origin`: a proposer may append a pattern's rule itself, as `ReflectiveProposer` does with
+    `pattern_rules`)."""
+
+    proposer: InstructionProposer
+
+    def propose(self, request: SourceRequest, taken: Sequence[Candidate]) -> list[Candidate]:
+        texts = self.proposer.propose(request.evidence, request.slots)
+        return [Candidate.of(request.predictor, text, origin=proposal_origin(text, request.instruction))
+                for text in texts]

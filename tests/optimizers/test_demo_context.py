@@ -115,8 +115,8 @@ def test_long_context_answer_demos_show_the_lines_around_the_answer_and_other_st
     program = LongContextMemory()
     evaluation = evaluator.evaluate(program, case_refs(examples))
     assert evaluation.passed() and writes_answers(LC_ANSWER, [evaluation])
-    full = predictor_demos(program, LC_ANSWER, evaluation, evaluator.memo, max_demos=3, embedder=None)
-    cut = predictor_demos(program, LC_ANSWER, evaluation, evaluator.memo, max_demos=3, embedder=None, compact=True)
+    full = predictor_demos(program, LC_ANSWER, evaluation, evaluator.memo, demos=3, embedder=None)
+    cut = predictor_demos(program, LC_ANSWER, evaluation, evaluator.memo, demos=3, embedder=None, compact=True)
     assert len(full) == len(cut) == 3 and all(len(d["context"]) > COMPACT_CHARS for d in full)
     passed = {c.question.question: c for c in evaluation.passed()}
     for whole, shown in zip(full, cut, strict=True):
@@ -141,8 +141,8 @@ def test_the_loop_accepts_compact_demos_for_long_context_and_full_ones_when_aske
     examples = make_examples([long_conversation()])
 
     def run(compact: bool) -> list[dict]:
-        opt = MemTraceOptimizer.from_models(fake_models(shy), attribution="lineage", settings=LoopSettings(
-            max_rounds=1, num_candidates=1, minibatch_size=9, max_demos=2, compact_demos=compact))
+        opt = MemTraceOptimizer.from_models(fake_models(shy), attribution="lineage", settings=LoopSettings.of(
+            rounds=1, candidates=1, minibatch=9, demos=2, compact_demos=compact))
         opt.compile(LongContextMemory(), trainset=examples, valset=examples)
         first = opt.result.rounds[0]
         winner = next(c for c in first.candidates if c.accepted)

@@ -50,7 +50,7 @@ def shy_evaluation(examples) -> tuple[Mem0Memory, EvalResult, CachedEvaluator]:
 
 def test_a_demo_is_read_back_from_the_recorded_call_and_formats_to_the_same_message(examples):
     program, evaluation, evaluator = shy_evaluation(examples)
-    demos = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=2)
+    demos = predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=2)
     assert len(demos) == 2
     signature = dict(program.named_predictors())[ANSWER].signature
     passed = {c.question.question: c for c in evaluation.passed()}
@@ -66,31 +66,31 @@ def test_a_demo_is_read_back_from_the_recorded_call_and_formats_to_the_same_mess
     parsed = demo_from_exchange(signature, "[[ ## context ## ]]\nc\n\n[[ ## question ## ]]\nq\n\nRespond with x",
                                 "[[ ## answer ## ]]\na\n\n[[ ## completed ## ]]")
     assert parsed == {"context": "c", "question": "q", "answer": "a"}  # the adapter's reminder is not an input
-    assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=0) == []
-    assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_chars=10) == []  # too long
+    assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=0) == []
+    assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, demo_chars=10) == []  # too long
 
 
 def test_demos_stay_within_a_character_budget_counted_with_the_predictor_s_own(examples):
     program, evaluation, evaluator = shy_evaluation(examples)
-    every = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, max_total_chars=None)
+    every = predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=10, demo_budget=None)
     assert len(every) >= 3
     budget = demo_size(every[0]) + demo_size(every[1]) - 1  # the first fits, the second would not
-    kept = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, max_total_chars=budget)
+    kept = predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=10, demo_budget=budget)
     assert kept[0] == every[0] and every[1] not in kept and sum(map(demo_size, kept)) <= budget
     assert [d for d in every if d in kept] == kept  # the same order, passing over the ones that do not fit
-    assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_total_chars=10) == []  # none fits
+    assert predictor_demos(program, ANSWER, evaluation, evaluator.memo, demo_budget=10) == []  # none fits
 
     dict(program.named_predictors())[ANSWER].demos = [every[0]]  # the predictor's own demo counts toward it
     budget = demo_size(every[0]) + demo_size(every[1])
-    more = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, max_total_chars=budget)
+    more = predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=10, demo_budget=budget)
     assert more[0] == every[1] and every[0] not in more
     assert demo_size(every[0]) + sum(map(demo_size, more)) <= budget
 
 
 def test_the_loop_gives_only_the_blamed_predictor_demos_when_they_win(examples, tmp_path):
     models, engine = shy_models()
-    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings(max_rounds=2, num_candidates=2,
-                                                                      minibatch_size=9, max_demos=2),
+    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(rounds=2, candidates=2,
+                                                                      minibatch=9, demos=2),
                                         attribution="lineage")
     student = Mem0Memory()
     optimized = opt.compile(student, trainset=examples, valset=examples)
@@ -129,8 +129,8 @@ def test_a_minibatch_with_no_correct_case_still_gets_demos_from_the_training_poo
 
     def run(pool):
         models, _ = shy_models()
-        opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
-            max_rounds=1, num_candidates=1, minibatch_size=1, max_demos=2, demo_pool=pool, seed=seed))
+        opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+            rounds=1, candidates=1, minibatch=1, demos=2, demo_pool=pool, seed=seed))
         opt.compile(Mem0Memory(), trainset=examples, valset=examples)
         return opt.result.rounds[0]
 
@@ -170,8 +170,8 @@ def test_a_rewrite_ahead_on_the_minibatch_is_validated_with_the_demos_and_must_b
                                 Skill(("rules",), add_rules, name="add-rules"),
                                 Skill(("answer",), picky_answer, name="answer"), *default_skills()])
     models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
-    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
-        max_rounds=1, num_candidates=1, minibatch_size=2, max_demos=2, seed=seed))
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+        rounds=1, candidates=1, minibatch=2, demos=2, seed=seed))
     optimized = opt.compile(Mem0Memory(), trainset=examples, valset=examples)
     assert opt.result.baseline_val == 3 / 9
     first = opt.result.rounds[0]
@@ -196,8 +196,8 @@ def test_demos_a_round_offered_and_the_program_did_not_take_are_not_offered_agai
                                 Skill(("rules",), add_rules, name="add-rules"),
                                 Skill(("answer",), stubborn_answer, name="answer"), *default_skills()])
     models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
-    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
-        max_rounds=3, patience=3, num_candidates=1, minibatch_size=9, max_demos=1, validate_ties=True))
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+        rounds=3, patience=3, candidates=1, minibatch=9, demos=1, validate_ties=True))
     optimized = opt.compile(Mem0Memory(), trainset=examples, valset=examples)
     offered = [[c.demos for c in r.candidates if c.demos is not None and c.origin != "combined"]
                for r in opt.result.rounds]
@@ -212,8 +212,8 @@ def test_demos_a_round_offered_and_the_program_did_not_take_are_not_offered_agai
 
 def test_without_demos_the_round_has_only_the_proposals(examples):
     models, _ = shy_models()
-    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings(max_rounds=1, num_candidates=2,
-                                                                      minibatch_size=9, max_demos=0),
+    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(rounds=1, candidates=2,
+                                                                      minibatch=9, demos=0),
                                         attribution="lineage")
     opt.compile(Mem0Memory(), trainset=examples, valset=examples)
     first = opt.result.rounds[0]
@@ -259,14 +259,14 @@ def test_demos_like_the_blamed_calls_come_first_and_a_shared_field_is_not_compar
 
 def test_predictor_demos_puts_the_call_most_like_a_blamed_one_first(examples):
     program, evaluation, evaluator = shy_evaluation(examples)
-    everyone = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, embedder=None)
+    everyone = predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=10, embedder=None)
     assert len(everyone) >= 2
     f1 = {c.question.question: c.score.scores["f1"] for c in evaluation.passed()}
     tier = [demo for demo in everyone if (f1[demo["question"]] >= CLOSE_F1) == (f1[everyone[0]["question"]] >= CLOSE_F1)]
     assert len(tier) >= 2
     last = tier[-1]
     like = "".join(f"[[ ## {name} ## ]]\n{value}\n\n" for name, value in last.items() if name != "answer")
-    first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=1, like=[like], embedder=None)
+    first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=1, like=[like], embedder=None)
     assert first == [last] and everyone[0] != last
 
 
@@ -286,7 +286,7 @@ def test_a_case_right_only_by_holding_the_gold_words_among_many_gives_no_demo(ex
     evaluation = evaluator.evaluate(program, case_refs(examples))
     wordy = [c for c in evaluation.passed() if not c.question.question.startswith("What")]
     assert wordy and all(c.score.scores["f1"] <= 0.5 for c in wordy)  # right by the token rule's full recall
-    demos = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=10, embedder=None)
+    demos = predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=10, embedder=None)
     assert demos and all(demo["question"].startswith("What") for demo in demos)
 
 
@@ -307,13 +307,13 @@ def test_answers_close_to_the_gold_come_before_those_only_right_by_f1_even_when_
     evaluation = evaluator.evaluate(program, case_refs(examples))
     f1 = {c.question.question: c.score.scores["f1"] for c in evaluation.passed()}
     assert any(0.5 < value < CLOSE_F1 for value in f1.values()) and any(value >= CLOSE_F1 for value in f1.values())
-    everyone = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=20, embedder=None)
+    everyone = predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=20, embedder=None)
     tiers = [f1[demo["question"]] >= CLOSE_F1 for demo in everyone]
     assert True in tiers and False in tiers and tiers == sorted(tiers, reverse=True)  # close ones first
     last = everyone[-1]  # a padded answer: the one most like it is itself, yet a close answer goes first
     like = "".join(f"[[ ## {name} ## ]]\n{value}\n\n" for name, value in last.items() if name != "answer")
-    first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=1, like=[like], embedder=None)
+    first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=1, like=[like], embedder=None)
     assert f1[first[0]["question"]] >= CLOSE_F1
-    padded_first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, max_demos=20, like=[like],
+    padded_first = predictor_demos(program, ANSWER, evaluation, evaluator.memo, demos=20, like=[like],
                                    embedder=None)
     assert padded_first[tiers.index(False)] == last  # within its tier, the most like the blamed call leads

@@ -104,8 +104,8 @@ def test_the_loop_accepts_a_patterns_rule_where_the_reflection_lm_only_echoes(ex
     models = echo_models()
 
     def run(pattern_rules: bool) -> tuple[MemTraceOptimizer, dspy.Module]:
-        opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
-            max_rounds=2, num_candidates=2, minibatch_size=9, max_demos=0, pattern_rules=pattern_rules))
+        opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+            rounds=2, candidates=2, minibatch=9, demos=0, pattern_rules=pattern_rules))
         return opt, opt.compile(program, trainset=examples, valset=examples)
 
     unaided, same = run(False)
@@ -134,8 +134,8 @@ def test_a_rewrite_that_passes_the_minibatch_beside_demos_is_validated_with_them
         return answer(call)
 
     models = echo_models(shy_who)
-    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
-        max_rounds=1, num_candidates=1, minibatch_size=9, max_demos=2, min_val_questions=1))
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+        rounds=1, candidates=1, minibatch=9, demos=2, min_val_questions=1))
     program = with_instruction(LongContextMemory(), ANSWER, planted)
     optimized = opt.compile(program, trainset=examples, valset=examples)
     first = opt.result.rounds[0]
@@ -162,8 +162,8 @@ def test_a_rewrite_is_validated_alone_when_neither_the_demos_nor_the_two_togethe
         return answer(call) if not question.startswith("Who") else {"answer": "I don't know"}
 
     models = echo_models(led_by_examples)
-    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings(
-        max_rounds=1, num_candidates=1, minibatch_size=9, max_demos=2))
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+        rounds=1, candidates=1, minibatch=9, demos=2))
     optimized = opt.compile(with_instruction(LongContextMemory(), ANSWER, planted), trainset=examples,
                             valset=examples)
     rule, demos, both = opt.result.rounds[0].candidates
@@ -181,9 +181,9 @@ def test_candidates_the_calls_left_cannot_validate_wait_for_a_resumed_run(exampl
 
     def run(budget: int) -> MemTraceOptimizer:
         opt = MemTraceOptimizer.from_models(echo_models(), attribution="lineage", storage=storage,
-                                            study_name="short", settings=LoopSettings(
-                                                max_rounds=1, num_candidates=2, minibatch_size=9, max_demos=2,
-                                                max_lm_calls=budget))
+                                            study_name="short", settings=LoopSettings.of(
+                                                rounds=1, candidates=2, minibatch=9, demos=2,
+                                                budget=budget))
         opt.compile(with_instruction(LongContextMemory(), ANSWER, planted), trainset=examples, valset=examples)
         return opt
 
@@ -211,8 +211,8 @@ def test_the_calls_left_are_counted_without_the_valset_questions_the_minibatch_a
             return {"answer": "I don't know"}
         return answer(call)
 
-    opt = MemTraceOptimizer.from_models(echo_models(shy_who), attribution="lineage", settings=LoopSettings(
-        max_rounds=2, num_candidates=1, minibatch_size=9, max_demos=2, min_val_questions=1, max_lm_calls=33))
+    opt = MemTraceOptimizer.from_models(echo_models(shy_who), attribution="lineage", settings=LoopSettings.of(
+        rounds=2, candidates=1, minibatch=9, demos=2, min_val_questions=1, budget=33))
     opt.compile(with_instruction(LongContextMemory(), ANSWER, planted), trainset=examples, valset=examples)
     (first,) = opt.result.rounds
     rule, demos, both = first.candidates

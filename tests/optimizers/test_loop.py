@@ -14,8 +14,8 @@ CANDIDATE_KEYS = {"instruction", "minibatch_score", "val_score", "accepted", "wh
 
 
 def optimizer(models, **settings) -> MemTraceOptimizer:
-    defaults = {"max_rounds": 4, "num_candidates": 2, "minibatch_size": 5}
-    return MemTraceOptimizer.from_models(models, settings=LoopSettings(**{**defaults, **settings}),
+    defaults = {"rounds": 4, "candidates": 2, "minibatch": 5}
+    return MemTraceOptimizer.from_models(models, settings=LoopSettings.of(**{**defaults, **settings}),
                                          attribution="lineage")
 
 
@@ -35,7 +35,7 @@ def test_fixes_the_planted_instruction_and_leaves_the_others(fake_models, plante
 
 def test_the_proposer_sees_the_blamed_calls_and_correct_cases(fake_models, planted, examples):
     models, engine = fake_models
-    optimizer(models, max_rounds=1).compile(planted, trainset=examples, valset=examples)
+    optimizer(models, rounds=1).compile(planted, trainset=examples, valset=examples)
     first = engine.calls_for("new_instruction")[0].inputs
     assert first["step"].startswith("mem0.extract_facts") and first["current_instruction"] == BAD_EXTRACT
     assert "Why this step was blamed:" in first["failed_cases"] and "[[" not in first["step"]
@@ -83,7 +83,7 @@ def test_plateau_stops_after_patience_rounds_without_a_change(planted, examples)
         return {"new_instruction": "Write short notes about the people. Skip anything about time."}
 
     models, _ = make_models(useless, rules=lambda call: {"rules": "Skip anything about time."})
-    opt = optimizer(models, max_rounds=6, patience=2)
+    opt = optimizer(models, rounds=6, patience=2)
     optimized = opt.compile(planted, trainset=examples, valset=examples)
     assert opt.result.stop_reason == "plateau"
     assert len(opt.result.rounds) == 2 and not any(r.accepted for r in opt.result.rounds)
@@ -92,7 +92,7 @@ def test_plateau_stops_after_patience_rounds_without_a_change(planted, examples)
 
 def test_budget_stops_the_loop(fake_models, planted, examples):
     models, _ = fake_models
-    opt = optimizer(models, max_rounds=6, max_lm_calls=20)
+    opt = optimizer(models, rounds=6, budget=20)
     opt.compile(planted, trainset=examples, valset=examples)
     result = opt.result
     assert result.stop_reason == "budget"
@@ -104,10 +104,10 @@ def test_no_round_starts_that_could_not_validate_a_candidate(fake_models, plante
     """A validation re-runs at least the changed predictor's calls on the valset: with fewer calls left than the
     fewest any predictor's validation takes, the loop stops and keeps them."""
     models, _ = fake_models
-    whole = optimizer(models, max_rounds=1)
+    whole = optimizer(models, rounds=1)
     whole.compile(planted, trainset=examples, valset=examples)
     baseline_calls = whole.result.rounds[0].lm_calls_total - whole.result.rounds[0].lm_calls
-    opt = optimizer(models, max_rounds=6, max_lm_calls=baseline_calls + 1)
+    opt = optimizer(models, rounds=6, budget=baseline_calls + 1)
     opt.compile(planted, trainset=examples, valset=examples)
     assert opt.result.stop_reason == "budget" and opt.result.rounds == []
     assert opt.result.lm_calls == baseline_calls  # the call left is not spent on a round that cannot finish
@@ -124,7 +124,7 @@ def test_a_memory_qa_student_comes_back_as_a_memory_qa(fake_models, planted, exa
 
 def test_time_budget_stops_after_the_baseline(fake_models, planted, examples):
     models, _ = fake_models
-    opt = optimizer(models, max_seconds=0)
+    opt = optimizer(models, time_budget=0)
     optimized = opt.compile(planted, trainset=examples, valset=examples)
     assert opt.result.stop_reason == "time" and opt.result.rounds == []
     assert opt.result.baseline_val > 0 and instructions_of(optimized) == instructions_of(planted)
@@ -132,7 +132,7 @@ def test_time_budget_stops_after_the_baseline(fake_models, planted, examples):
 
 def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, planted, examples):
     models, _ = fake_models
-    opt = optimizer(models, max_rounds=6, max_lm_calls=27, max_demos=0)  # the budget ends while round 1 validates
+    opt = optimizer(models, rounds=6, budget=27, demos=0)  # the budget ends while round 1 validates
     opt.compile(planted, trainset=examples, valset=examples)
     result = opt.result
     assert result.stop_reason == "budget" and result.rounds == []
@@ -145,12 +145,12 @@ def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, plant
     assert useless["minibatch_score"] is None and useless["why"].startswith("rejected by the local check")
 
     # the attributor's questions are LM calls too: the budget ends while the first round attributes its failures
-    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings(max_rounds=6, num_candidates=2, minibatch_size=5,
-                                                                      max_lm_calls=13), attribution="graphtrace")
+    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(rounds=6, candidates=2, minibatch=5,
+                                                                      budget=13), attribution="graphtrace")
     opt.compile(planted, trainset=examples, valset=examples)
     cut = opt.result.manifest_part()["optimizer"]["interrupted"]
     assert cut["chosen_predictor"] is None and "before its proposals were recorded" in cut["why"]
-    opt = optimizer(models, max_rounds=1)  # a run the budget did not cut records none, and times its rounds
+    opt = optimizer(models, rounds=1)  # a run the budget did not cut records none, and times its rounds
     opt.compile(planted, trainset=examples, valset=examples)
     assert "interrupted" not in opt.result.manifest_part()["optimizer"]
     assert opt.result.rounds[0].seconds > 0
@@ -159,15 +159,15 @@ def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, plant
 def test_a_gain_of_fewer_validation_questions_than_asked_for_is_rejected(fake_models, planted, examples):
     models, _ = fake_models
     n = len(examples)
-    fixed = optimizer(models, max_rounds=1, min_val_questions=1)
+    fixed = optimizer(models, rounds=1, min_val_questions=1)
     fixed.compile(planted, trainset=examples, valset=examples)
     gain = round((fixed.result.rounds[0].val_accuracy - fixed.result.baseline_val) * n)
     assert fixed.result.rounds[0].accepted and gain >= 2
 
-    enough = optimizer(models, max_rounds=1, min_val_questions=gain)
+    enough = optimizer(models, rounds=1, min_val_questions=gain)
     assert instructions_of(enough.compile(planted, trainset=examples, valset=examples))[EXTRACT] == FIXED
 
-    strict = optimizer(models, max_rounds=1, min_val_questions=gain + 1)
+    strict = optimizer(models, rounds=1, min_val_questions=gain + 1)
     kept = strict.compile(planted, trainset=examples, valset=examples)
     assert instructions_of(kept)[EXTRACT] == BAD_EXTRACT and not strict.result.rounds[0].accepted
     validated = [c for c in strict.result.rounds[0].candidates if c.val_score is not None]
@@ -176,12 +176,12 @@ def test_a_gain_of_fewer_validation_questions_than_asked_for_is_rejected(fake_mo
 
 def test_calls_to_best_stop_at_the_accepting_round_when_a_later_round_is_cut_short(fake_models, planted, examples):
     models, _ = fake_models
-    whole = optimizer(models, max_rounds=1)
+    whole = optimizer(models, rounds=1)
     whole.compile(planted, trainset=examples, valset=examples)
     first = whole.result.rounds[0]
     assert first.accepted and first.lm_calls_total == whole.result.lm_calls == whole.result.calls_to_best
 
-    cut = optimizer(models, max_rounds=6, max_lm_calls=first.lm_calls_total + 3)  # a later round starts, then is cut
+    cut = optimizer(models, rounds=6, budget=first.lm_calls_total + 3)  # a later round starts, then is cut
     cut.compile(planted, trainset=examples, valset=examples)
     result = cut.result
     assert result.stop_reason == "budget" and result.rounds[0].accepted

@@ -46,29 +46,29 @@ def test_strict_improvement_accepts_only_a_valset_gain():
     assert "rejected" in rule.on_valset(0.5, 0.4).why
     from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer
 
-    ties = MemTraceOptimizer(settings=LoopSettings(validate_ties=True)).acceptance_for(20)
+    ties = MemTraceOptimizer(settings=LoopSettings.of(validate_ties=True)).acceptance_for(20)
     assert ties.on_minibatch(0.5, 0.5).ok and not ties.on_minibatch(0.5, 0.4).ok and not ties.on_valset(0.5, 0.5).ok
     assert not MemTraceOptimizer().acceptance_for(20).on_minibatch(0.5, 0.5).ok  # the default: a tie is not validated
 
-    margin = MemTraceOptimizer(settings=LoopSettings(min_val_gain=0.05)).acceptance_for(20)  # two questions of 20
+    margin = MemTraceOptimizer(settings=LoopSettings.of(min_val_gain=0.05)).acceptance_for(20)  # two questions of 20
     assert not margin.on_valset(5 / 20, 6 / 20).ok and margin.on_valset(5 / 20, 7 / 20).ok
     assert "+ 0.050" in margin.on_valset(5 / 20, 6 / 20).why
     with pytest.raises(ConfigError, match="min_val_gain"):
-        LoopSettings(min_val_gain=1.5)
+        LoopSettings.of(min_val_gain=1.5)
 
     default = MemTraceOptimizer().acceptance_for(17)  # by default two validation questions net
     assert not default.on_valset(5 / 17, 6 / 17).ok and default.on_valset(5 / 17, 7 / 17).ok
-    assert MemTraceOptimizer(settings=LoopSettings(min_val_questions=1)).acceptance_for(17).on_valset(5 / 17, 6 / 17).ok
-    wide = MemTraceOptimizer(settings=LoopSettings(min_val_gain=0.2)).acceptance_for(17)  # the larger margin wins
+    assert MemTraceOptimizer(settings=LoopSettings.of(min_val_questions=1)).acceptance_for(17).on_valset(5 / 17, 6 / 17).ok
+    wide = MemTraceOptimizer(settings=LoopSettings.of(min_val_gain=0.2)).acceptance_for(17)  # the larger margin wins
     assert not wide.on_valset(5 / 17, 8 / 17).ok and wide.on_valset(5 / 17, 9 / 17).ok
     custom = StrictImprovement()
     assert MemTraceOptimizer(acceptance=custom).acceptance_for(17) is custom  # a rule given is used as is
     with pytest.raises(ConfigError, match="min_val_questions"):
-        LoopSettings(min_val_questions=0)
+        LoopSettings.of(min_val_questions=0)
     with pytest.raises(ConfigError, match="demo_pool"):
-        LoopSettings(demo_pool=-1)
-    with pytest.raises(ConfigError, match="demo_budget_chars"):
-        LoopSettings(demo_budget_chars=0)
+        LoopSettings.of(demo_pool=-1)
+    with pytest.raises(ConfigError, match="demo_budget"):
+        LoopSettings.of(demo_budget=0)
 
 
 def test_question_split_is_deterministic_and_disjoint():

@@ -17,7 +17,7 @@ class Killed(BaseException):  # noqa: N818 - stands in for SIGKILL: nothing catc
     pass
 
 
-SETTINGS = LoopSettings(max_rounds=4, num_candidates=2, minibatch_size=5, patience=3, max_demos=0)
+SETTINGS = LoopSettings.of(rounds=4, candidates=2, minibatch=5, patience=3, demos=0)
 
 
 def run(models, planted, examples, storage, settings=SETTINGS):
