@@ -8,6 +8,7 @@ which `load_optimized` uses to rebuild the right program; plain DSPy ignores it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ __all__ = [
     "system_name",
     "save_program",
     "load_optimized",
+    "instructions_digest",
 ]
 
 PROGRAM_SCHEMA_VERSION = 1
@@ -123,3 +125,9 @@ def load_optimized(path: str | Path, *, system: str | None = None, settings: dic
     except Exception as error:  # noqa: BLE001 - a state that does not fit the program is a user error
         raise ConfigError(f"{path}: cannot load into {system}: {error}") from error
     return program
+
+
+def instructions_digest(instructions: dict[str, str]) -> str:
+    """A short digest of a program's instructions (the parent of a round's candidates in their study keys)."""
+    text = "\x1f".join(f"{k}\x1e{v}" for k, v in sorted(instructions.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -18,9 +18,16 @@ from typing import Any
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.optimizers.sources.base import DEMOS, REFLECTION, Candidate
 
-__all__ = ["PLAN_SCHEMA_VERSION", "RoundPlan"]
+__all__ = ["PLAN_SCHEMA_VERSION", "RoundPlan", "calls_to_rerun"]
 
 PLAN_SCHEMA_VERSION = 2
+
+
+def calls_to_rerun(ops: Mapping[str, int], predictor: str) -> int:
+    """The LM calls a run with `predictor` changed makes at least: its own op calls (`ops`, from a run of the
+    same cases), whose prompt changed. Those of the predictors after it re-run only where its outputs change,
+    which is not known before, so they are not counted: the estimate never stops work that would have fit."""
+    return ops.get(predictor, 0)
 
 
 @dataclass(frozen=True)
