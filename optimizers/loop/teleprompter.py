@@ -32,7 +32,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dspy
@@ -178,13 +178,33 @@ class MemTraceOptimizer(Teleprompter):
     def _compile(self, student: dspy.Module, train: list[CaseRef], val: list[CaseRef], usage: UsageTracker) -> dspy.Module:
         started = time.perf_counter()
         memory = unwrap_memory(student)
+        session = self._open(memory, train, val, usage)
+        baseline = self._baseline(session, memory, val)
+        progress = _Progress(memory, baseline, current_val=baseline)
+        for number in range(1, self.settings.rounds + 1):
+            record = self._resumed_round(session, progress, number)
+            if record is None:
+                record = self._new_round(session, progress, number)
+                if record is None:  # not started, or cut short: the run stops here
+                    break
+            progress.rounds.append(record)
+            progress.history.append(RoundOutcome(record.chosen_predictor, record.accepted))
+            if self.on_round is not None:
+                self.on_round(record)
+            progress.reason = session.stop.after(record, session.budget, progress.cut)
+            if progress.reason is not None:
+                break
+        return self._finish(student, session, progress, time.perf_counter() - started)
+
+    def _open(self, memory: Any, train: Sequence[CaseRef], val: Sequence[CaseRef], usage: UsageTracker) -> _Session:
+        """The study (resumed if it exists), the budget left in it, and what every round shares."""
+        settings = self.settings
         study_name = self.study_name or self._study_name(memory, train, val)
         ledger = StudyLedger.open(storage=self.storage, study_name=study_name)
         prior_calls = int(ledger.get("lm_calls_total", 0))
-        settings = self.settings
-        limit = settings.budget
         deadline = None if settings.time_budget is None else time.monotonic() + settings.time_budget
-        budget = LMBudget(usage, None if limit is None else max(0, limit - prior_calls), METERED_ROLES, deadline)
+        limit = None if settings.budget is None else max(0, settings.budget - prior_calls)
+        budget = LMBudget(usage, limit, METERED_ROLES, deadline)
         system = system_name(memory)
         evaluator = CachedEvaluator(self.metric, memo=self.memo, task_lm=self.task_lm,
                                     meta={"system": system}, threads=settings.threads)
@@ -192,9 +212,6 @@ class MemTraceOptimizer(Teleprompter):
 
         def guard(lm: Any) -> Any:  # rounds stop exactly at the budget; the baseline always completes
             return guard_lm(lm, budget) if lm is not None and budget.bounded else lm
-
-        def checkpoint() -> None:  # the calls spent so far, for a resumed run's budget
-            ledger.put("lm_calls_total", prior_calls + budget.spent())
 
         order = list(train)
         random.Random(settings.seed).shuffle(order)
@@ -205,90 +222,126 @@ class MemTraceOptimizer(Teleprompter):
             attribution_config=self.attribution_config, valset=val, proposal=settings.proposal, system=system,
             predictors=[name for name, _ in memory.named_predictors()], local_check=settings.local_check,
         )
+        return _Session(study_name, ledger, budget, prior_calls, ctx, order, StopPolicy(settings.patience),
+                        guard(task_lm))
+
+    def _baseline(self, session: _Session, memory: Any, val: Sequence[CaseRef]) -> float:
+        """The student's valset accuracy (from the study when a run before this one measured it); after it,
+        the task LM is guarded by the budget and the stop policy knows the cheapest validation."""
+        ledger, ctx = session.ledger, session.ctx
         baseline = ledger.get("baseline")
         if baseline is None:
-            result = evaluator.evaluate(memory, val)
+            result = ctx.evaluator.evaluate(memory, val)
             baseline = {"val_accuracy": result.accuracy}
             ledger.put("baseline", baseline)
             ledger.put("val_ops", predictor_ops(result))  # what a validation costs, per predictor changed
-            checkpoint()
-        log.info("baseline valset accuracy %.3f (%s)", baseline["val_accuracy"], study_name)
+            session.checkpoint()
+        log.info("baseline valset accuracy %.3f (%s)", baseline["val_accuracy"], session.study_name)
         ctx.val_ops = dict(ledger.get("val_ops") or {})
-        stop = StopPolicy(settings.patience, least_validation=min(
-            (n for n in map(ctx.validation_calls, ctx.predictors) if n > 0), default=0))
-        evaluator.task_lm = guard(task_lm)
-        program, current_val = memory, float(baseline["val_accuracy"])
-        rounds: list[RoundRecord] = []
-        history: list[RoundOutcome] = []
-        verdicts: list[dict[str, Any]] = []
-        reason: StopReason | None = None
-        interrupted: dict[str, Any] | None = None
-        for number in range(1, settings.rounds + 1):
-            done = ledger.get(f"round_done:{number}")
-            cut = False
-            if done is not None:  # finished by an earlier run: its outcome stands
-                record = RoundRecord.from_dict(done)
-                taken = record.accepted_candidate
-                if record.accepted and taken is not None:
-                    program, current_val = taken.apply(program), record.val_accuracy
-                plan = ctx.plan(number)
-                verdicts.extend(dict(v) for v in (plan.verdicts if plan is not None else ()))
-            else:
-                reason = stop.before(number, budget)
-                if reason is not None:
-                    break
-                before = program
-                try:
-                    outcome = run_round(ctx, number, program, current_val, self._minibatch(order, number), history)
-                except BudgetExhausted as spent:
-                    log.info("round %d stopped: %s", number, spent)
-                    checkpoint()
-                    reason = StopReason.spent(budget)
-                    interrupted = interrupted_round(ledger, number, program, f"cut short: {spent}")
-                    break
-                record, program, cut = outcome.record, outcome.program, outcome.budget_hit
-                verdicts.extend(outcome.verdicts)
-                if cut and not record.accepted:  # spent among its candidates: cut short, it resumes
-                    checkpoint()
-                    reason = StopReason.spent(budget)
-                    why = budget.why_spent() or f"{budget.left()} LM calls left, too few to validate another candidate"
-                    interrupted = interrupted_round(ledger, number, program, f"cut short: {why}")
-                    break
-                record = replace(record, lm_calls_total=prior_calls + budget.spent())
-                if record.accepted:
-                    changed = changed_prompts(before, program)
-                    assert changed == [record.chosen_predictor], f"an accepted step changed {changed}"
-                    current_val = record.val_accuracy
-                if not cut:
-                    ledger.put(f"round_done:{number}", record.to_dict())
-                checkpoint()
-            rounds.append(record)
-            history.append(RoundOutcome(record.chosen_predictor, record.accepted))
-            if self.on_round is not None:
-                self.on_round(record)
-            reason = stop.after(record, budget, cut)
-            if reason is not None:
-                break
-        optimized: dspy.Module = program
+        session.stop.least_validation = min((n for n in map(ctx.validation_calls, ctx.predictors) if n > 0), default=0)
+        ctx.evaluator.task_lm = session.guarded_task_lm
+        return float(baseline["val_accuracy"])
+
+    def _resumed_round(self, session: _Session, progress: _Progress, number: int) -> RoundRecord | None:
+        """Round `number` as an earlier run finished it (its outcome applied to the program), or None."""
+        done = session.ledger.get(f"round_done:{number}")
+        if done is None:
+            return None
+        record = RoundRecord.from_dict(done)
+        taken = record.accepted_candidate
+        if record.accepted and taken is not None:
+            progress.program, progress.current_val = taken.apply(progress.program), record.val_accuracy
+        plan = session.ctx.plan(number)
+        progress.verdicts.extend(dict(v) for v in (plan.verdicts if plan is not None else ()))
+        progress.cut = False
+        return record
+
+    def _new_round(self, session: _Session, progress: _Progress, number: int) -> RoundRecord | None:
+        """Round `number` run (or resumed from its plan); None when it does not start or the budget cuts it
+        short before it changes the program (`progress` says why, and how far it got)."""
+        budget, ledger = session.budget, session.ledger
+        progress.reason = session.stop.before(number, budget)
+        if progress.reason is not None:
+            return None
+        before = progress.program
+        try:
+            outcome = run_round(session.ctx, number, before, progress.current_val,
+                                self._minibatch(session.order, number), progress.history)
+        except BudgetExhausted as spent:
+            log.info("round %d stopped: %s", number, spent)
+            session.checkpoint()
+            progress.reason = StopReason.spent(budget)
+            progress.interrupted = interrupted_round(ledger, number, before, f"cut short: {spent}")
+            return None
+        record, progress.program, progress.cut = outcome.record, outcome.program, outcome.budget_hit
+        progress.verdicts.extend(outcome.verdicts)
+        if progress.cut and not record.accepted:  # spent among its candidates: cut short, it resumes
+            session.checkpoint()
+            progress.reason = StopReason.spent(budget)
+            why = budget.why_spent() or f"{budget.left()} LM calls left, too few to validate another candidate"
+            progress.interrupted = interrupted_round(ledger, number, before, f"cut short: {why}")
+            return None
+        record = replace(record, lm_calls_total=session.calls_total())
+        if record.accepted:
+            changed = changed_prompts(before, progress.program)
+            assert changed == [record.chosen_predictor], f"an accepted step changed {changed}"
+            progress.current_val = record.val_accuracy
+        if not progress.cut:
+            ledger.put(f"round_done:{number}", record.to_dict())
+        session.checkpoint()
+        return record
+
+    def _finish(self, student: dspy.Module, session: _Session, progress: _Progress, seconds: float) -> dspy.Module:
+        """The optimized program, of the student's kind, and `self.result`."""
+        optimized: dspy.Module = progress.program
         if isinstance(student, MemoryQA):
             optimized = student.deepcopy()
-            optimized.memory = program
-        stop_reason = (reason or StopReason.MAX_ROUNDS).value
+            optimized.memory = progress.program
+        stop_reason = (progress.reason or StopReason.MAX_ROUNDS).value
         self.result = OptimizationResult(
-            program=optimized,
-            baseline_val=float(baseline["val_accuracy"]),
-            rounds=rounds,
-            stop_reason=stop_reason,
-            lm_calls=prior_calls + budget.spent(),
-            lm_calls_by_role=budget.by_role(),
-            tokens=budget.tokens(),
-            seconds=time.perf_counter() - started,
-            study_name=study_name,
-            storage=self.storage,
-            trials=ledger.trials_count(),
-            verdicts=verdicts,
-            interrupted=interrupted,
+            program=optimized, baseline_val=progress.baseline, rounds=progress.rounds, stop_reason=stop_reason,
+            lm_calls=session.calls_total(), lm_calls_by_role=session.budget.by_role(),
+            tokens=session.budget.tokens(), seconds=seconds, study_name=session.study_name, storage=self.storage,
+            trials=session.ledger.trials_count(), verdicts=progress.verdicts, interrupted=progress.interrupted,
         )
         log.info("optimization stopped (%s) after %d rounds; valset %.3f -> %.3f; %d LM calls", stop_reason,
-                 len(rounds), self.result.baseline_val, self.result.best_val, self.result.lm_calls)
+                 len(progress.rounds), self.result.baseline_val, self.result.best_val, self.result.lm_calls)
         return optimized
+
+
+@dataclass
+class _Session:
+    """What one `compile` shares across its rounds: the study, the budget left in it, the rounds' context, the
+    training order, the stop policy and the budget-guarded task LM."""
+
+    study_name: str
+    ledger: StudyLedger
+    budget: LMBudget
+    prior_calls: int  # spent by the runs before this one on the same study
+    ctx: RoundContext
+    order: list[CaseRef]
+    stop: StopPolicy
+    guarded_task_lm: Any
+
+    def calls_total(self) -> int:
+        return self.prior_calls + self.budget.spent()
+
+    def checkpoint(self) -> None:
+        """The calls spent so far, in the study: a resumed run's budget starts from them."""
+        self.ledger.put("lm_calls_total", self.calls_total())
+
+
+@dataclass
+class _Progress:
+    """Where the rounds stand: the program and its valset accuracy, the rounds recorded, their verdicts, and
+    what stopped the run (None: it ran out of rounds), with the round cut short, if one was."""
+
+    program: dspy.Module
+    baseline: float
+    current_val: float
+    rounds: list[RoundRecord] = field(default_factory=list)
+    history: list[RoundOutcome] = field(default_factory=list)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    reason: StopReason | None = None
+    interrupted: dict[str, Any] | None = None
+    cut: bool = False  # the last round ran out of calls among its candidates
