@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memtrace_opt.optimizers.sources.base import Candidate, SourceRequest
-from memtrace_opt.optimizers.sources.reflective import pattern_candidates, proposal_origin, same_text
+from memtrace_opt.optimizers.sources.reflective import pattern_candidates, proposal_origin
+from memtrace_opt.optimizers.sources.replies import same_text
 
 __all__ = ["PatternSource"]
 

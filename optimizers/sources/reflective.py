@@ -14,9 +14,7 @@ Contract of an `InstructionProposer`:
 from __future__ import annotations
 
 import contextlib
-import difflib
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,9 +23,23 @@ import dspy
 
 from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, Finding
 from memtrace_opt.optimizers.sources.base import Candidate, SourceRequest
+from memtrace_opt.optimizers.sources.replies import (
+    adds_nothing,
+    case_names,
+    case_specific,
+    clip,
+    clip_middle,
+    near_echo,
+    norm,
+    same_text,
+    unrepeated,
+    with_rules,
+    without_commentary,
+    without_trace_lines,
+)
 
 __all__ = ["OpEvidence", "ProposalEvidence", "InstructionProposer", "ReflectiveProposer", "ReflectiveSource",
-           "ProposeInstruction", "ProposeRule", "pattern_candidates", "proposal_origin", "same_text"]
+           "ProposeInstruction", "ProposeRule", "pattern_candidates", "proposal_origin"]
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +69,12 @@ class OpEvidence:
         """The case in about `limit` characters. Each part is clipped on its own, so what the step produced and
         why it was blamed always show; the input keeps its start and, mostly, its end (steps read long context
         first and the new material last)."""
-        head = "\n".join([f"Question: {_clip(self.question, 300)}", f"Gold answer: {_clip(self.gold, 200)}",
-                          f"System's answer: {_clip(self.prediction, 300)}"])
-        reason = f"\nWhy this step was blamed: {_clip(self.reason, 400)}" if blamed and self.reason else ""
-        produced = _clip(self.produced, max(200, limit // 3))
+        head = "\n".join([f"Question: {clip(self.question, 300)}", f"Gold answer: {clip(self.gold, 200)}",
+                          f"System's answer: {clip(self.prediction, 300)}"])
+        reason = f"\nWhy this step was blamed: {clip(self.reason, 400)}" if blamed and self.reason else ""
+        produced = clip(self.produced, max(200, limit // 3))
         room = max(200, limit - len(head) - len(reason) - len(produced))
-        return (f"{head}\nThis step was given:\n{_clip_middle(self.shown, room)}\n"
+        return (f"{head}\nThis step was given:\n{clip_middle(self.shown, room)}\n"
                 f"This step produced:\n{produced}{reason}")
 
 
@@ -125,73 +137,6 @@ class ProposeRule(dspy.Signature):
     rules: str = dspy.OutputField(desc="one or two short rules to add to the instruction")
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def same_text(a: str, b: str) -> bool:
-    """Equal up to whitespace and case (a small model often echoes the instruction re-wrapped)."""
-    return _norm(a) == _norm(b)
-
-
-_same = same_text
-
-
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-
-
-_NOT_NAMES = frozenset(
-    "what when where who whom whose why how which did does do is was were are has have had can could would will "
-    "the a an in on at of for to and or but if i".split()
-)
-
-
-def _case_names(evidence: ProposalEvidence) -> set[str]:
-    """Capitalized words of the cases' questions and answers (the people, places and things of the training
-    conversations) that the current instruction does not use."""
-    known = {w.lower() for w in re.findall(r"[A-Za-z][\w'-]*", evidence.instruction)}
-    names: set[str] = set()
-    for case in (*evidence.failures, *evidence.successes):
-        for text in (case.question, case.gold):
-            for word in re.findall(r"\b[A-Z][a-z][\w'-]*", text):
-                if word.lower() not in known and word.lower() not in _NOT_NAMES:
-                    names.add(word)
-    return names
-
-
-def _case_specific(text: str, names: set[str]) -> bool:
-    """True when `text` names a person, place or thing of the cases: a rule about the training conversations'
-    people does not carry over to other conversations (a small model often writes one)."""
-    return any(re.search(rf"\b{re.escape(name)}\b", text) for name in names)
-
-
-def _clip_middle(text: str, limit: int) -> str:
-    """`text` in at most about `limit` characters: its first quarter and the rest from its end."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    start = limit // 4
-    return f"{text[:start].rstrip()}\n[...]\n{text[len(text) - (limit - start - 7):].lstrip()}"
-
-
-def _near(a: str, b: str, words: int = 2) -> bool:
-    """Equal but for at most `words` words changed, added or removed (a small model's echo, re-wrapped or with
-    a word changed)."""
-    matcher = difflib.SequenceMatcher(None, a.lower().split(), b.lower().split(), autojunk=False)
-    changed = sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
-    return changed <= words
-
-
-def _adds_nothing(text: str, current: str) -> bool:
-    """True when every word of `text` is already in `current`: the current instruction cut short or with parts
-    left out (a small model asked for a rewrite often hands back its first lines), which fixes nothing the
-    failures show."""
-    words = set(re.findall(r"[a-z0-9]+", current.lower()))
-    return all(word in words for word in re.findall(r"[a-z0-9]+", text.lower()))
-
-
 def _clean(text: Any, limit: int) -> str:
     value = str(text or "").strip().strip("`").strip()
     for prefix in ("new instruction:", "instruction:", "rules:", "rule:"):
@@ -200,74 +145,6 @@ def _clean(text: Any, limit: int) -> str:
     for approach in APPROACHES:  # a small model sometimes copies the approach it was given into its reply
         value = value.replace(approach, "")
     return value[:limit].strip()
-
-
-_BULLETS = "-*• "
-
-# the tracing's own words: turn and op ids, the evidence source, predictor names, "the answer op"; a reflection
-# model copies them from the blame reasons, and they mean nothing to the task model reading the instruction
-_TRACE_WORDS = re.compile(r"\bturn:\S+|\bD\d+:\d+\b|\bop:\d+|\bevidence: (?:gold|pseudo)\b|\b\w+\.predict\b|\bops?\b",
-                          re.IGNORECASE)
-
-
-def _without_trace_lines(text: str, instruction: str) -> str:
-    """`text` without the lines that use the tracing's words (ids, "op") the current instruction does not."""
-    known = {m.group(0).lower() for m in _TRACE_WORDS.finditer(instruction)}
-    return "\n".join(line for line in text.splitlines()
-                     if all(m.group(0).lower() in known for m in _TRACE_WORDS.finditer(line))).strip()
-
-
-# the reflection prompt's own words: a sentence about "this step", "the current instruction", "the rule broken"
-# or "the failed cases" comments on the optimization (a small model restates its task) and tells the task model
-# nothing about its job
-_COMMENTARY = re.compile(
-    r"\b(?:this|the|each) step\b|\bstep's\b|\b(?:the|this|current|new|given|original) instruction\b|"
-    r"\brules? (?:broken|that was broken)\b|\bthe rule (?:is|was) broken\b|\b(?:failed|correct) cases?\b|"
-    r"\bthe failures?\b|\bfailure attribution\b|\broot cause\b",
-    re.IGNORECASE,
-)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
-
-
-def _without_commentary(text: str, instruction: str) -> str:
-    """`text` without the sentences that use the reflection prompt's words (`_COMMENTARY`) where the current
-    instruction does not; a line left with no sentence goes, a bullet stays on what is left of its line."""
-    known = {m.group(0).lower() for m in _COMMENTARY.finditer(instruction)}
-    lines = []
-    for line in text.splitlines():
-        body = line.lstrip(_BULLETS)
-        kept = [s for s in _SENTENCE_END.split(body)
-                if all(m.group(0).lower() in known for m in _COMMENTARY.finditer(s))]
-        if kept:
-            lines.append(line[: len(line) - len(body)] + " ".join(kept))
-        elif not body.strip():
-            lines.append(line)
-    return "\n".join(lines).strip()
-
-
-def _unrepeated(text: str) -> str:
-    """`text` without lines that repeat an earlier one (a small model sampling long replies loops on a line)."""
-    seen: set[str] = set()
-    kept = []
-    for line in text.splitlines():
-        key = _norm(line.lstrip(_BULLETS))
-        if key and key in seen:
-            continue
-        seen.add(key)
-        kept.append(line)
-    return "\n".join(kept).strip()
-
-
-def _with_rules(current: str, rules: str) -> str:
-    """The current instruction with the rules appended; a reply that repeats the instruction first keeps
-    only what follows it."""
-    words, head = rules.split(), current.split()
-    if len(words) > len(head) and [w.lower() for w in words[: len(head)]] == [w.lower() for w in head]:
-        rules = " ".join(words[len(head):])
-    known = _norm(current)  # lines the instruction already has, or repeated, add nothing
-    new = _unrepeated("\n".join(line.strip() for line in rules.splitlines()
-                                if _norm(line.lstrip(_BULLETS)) not in known))
-    return f"{current.rstrip()}\n{new}" if new else current
 
 
 @dataclass
@@ -324,7 +201,7 @@ class ReflectiveProposer:
         ) or "(none)"
         found: list[str] = []
         rewrite_tokens = min(self.max_rewrite_tokens, max(self.rewrite_tokens, 64 + len(evidence.instruction) // 3))
-        names = _case_names(evidence)
+        names = case_names(evidence)
         mistake = evidence.mistake()
         for attempt in range(self.attempts_per_candidate * k):
             if len(found) >= k:
@@ -339,26 +216,26 @@ class ReflectiveProposer:
                         reply = self.add_rules(step=step, current_instruction=evidence.instruction,
                                                failed_cases=failed, correct_cases=correct, mistake=mistake,
                                                config=config)
-                        rules = _without_commentary(_without_trace_lines(
+                        rules = without_commentary(without_trace_lines(
                             _clean(getattr(reply, "rules", ""), self.max_chars), evidence.instruction),
                             evidence.instruction)
-                        text = _with_rules(evidence.instruction, rules) if len(rules) >= self.min_rule_chars else ""
+                        text = with_rules(evidence.instruction, rules) if len(rules) >= self.min_rule_chars else ""
                     else:
                         reply = self.predict(step=step, current_instruction=evidence.instruction, failed_cases=failed,
                                              correct_cases=correct, mistake=mistake, approach=approach,
                                              config=config)
-                        text = _without_commentary(_without_trace_lines(
-                            _unrepeated(_clean(getattr(reply, "new_instruction", ""), self.max_chars)),
+                        text = without_commentary(without_trace_lines(
+                            unrepeated(_clean(getattr(reply, "new_instruction", ""), self.max_chars)),
                             evidence.instruction), evidence.instruction)
             except Exception as error:  # noqa: BLE001 - a bad reply costs one candidate, not the round
                 log.warning("proposal %d for %s failed: %s", attempt, evidence.predictor, error)
                 continue
-            if (len(text) < self.min_chars or _near(text, evidence.instruction)
-                    or _adds_nothing(text, evidence.instruction) or any(_same(text, f) for f in found)):
+            if (len(text) < self.min_chars or near_echo(text, evidence.instruction)
+                    or adds_nothing(text, evidence.instruction) or any(same_text(text, f) for f in found)):
                 log.info("proposal %d for %s dropped (empty, unchanged, cut from the current one or a duplicate)",
                          attempt, evidence.predictor)
                 continue
-            if self.drop_case_specific and _case_specific(text, names):  # names are words the instruction lacks
+            if self.drop_case_specific and case_specific(text, names):  # names are words the instruction lacks
                 log.info("proposal %d for %s dropped (it names the cases' people or things)", attempt,
                          evidence.predictor)
                 continue
@@ -367,7 +244,7 @@ class ReflectiveProposer:
             for text in pattern_candidates(evidence):
                 if len(found) >= k:
                     break
-                if not any(_same(text, f) for f in found):
+                if not any(same_text(text, f) for f in found):
                     found.append(text)
         return found
 
@@ -377,8 +254,8 @@ def pattern_candidates(evidence: ProposalEvidence) -> list[str]:
     whose rule the instruction does not have yet."""
     out = []
     for finding in evidence.findings:
-        if _norm(finding.pattern.rule) not in _norm(evidence.instruction):
-            out.append(_with_rules(evidence.instruction, finding.pattern.rule))
+        if norm(finding.pattern.rule) not in norm(evidence.instruction):
+            out.append(with_rules(evidence.instruction, finding.pattern.rule))
     return out
 
 
@@ -386,7 +263,7 @@ def proposal_origin(text: str, evidence_instruction: str) -> str:
     """Where a proposal came from: `pattern:NAME` for a pattern's rule appended to `evidence_instruction`,
     else `reflection` (the reflection LM wrote it)."""
     for pattern in PATTERNS:
-        if _same(text, _with_rules(evidence_instruction, pattern.rule)):
+        if same_text(text, with_rules(evidence_instruction, pattern.rule)):
             return f"pattern:{pattern.name}"
     return "reflection"
 

@@ -167,12 +167,12 @@ def test_a_blame_tie_goes_to_the_predictor_blamed_upstream():
 
 
 def test_appended_rules_skip_lines_the_instruction_already_has():
-    from memtrace_opt.optimizers.sources.reflective import _with_rules
+    from memtrace_opt.optimizers.sources.replies import with_rules
 
     current = "Write down the facts.\n- Keep dates, times and places.\n- Write each fact once."
     echoed = "- Keep dates, times and places.\n- Keep dates, times and places.\n- Write each fact once."
-    assert _with_rules(current, echoed) == current  # nothing new: the proposer drops it as an echo
-    assert _with_rules(current, "- Keep dates, times and places.\n- Name the person in every fact.\n"
+    assert with_rules(current, echoed) == current  # nothing new: the proposer drops it as an echo
+    assert with_rules(current, "- Keep dates, times and places.\n- Name the person in every fact.\n"
                                 "- Name the person in every fact.") == current + "\n- Name the person in every fact."
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from memtrace_opt.optimizers import Candidate, PatternSource, ProposalEvidence, SourceRequest
 from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, Finding
-from memtrace_opt.optimizers.sources.reflective import _with_rules
+from memtrace_opt.optimizers.sources.replies import with_rules
 
 ANSWER = "answer.predict"
 CURRENT = "Answer the question."
@@ -22,14 +22,14 @@ def request(slots: int, instruction: str = CURRENT) -> SourceRequest:
 
 def test_the_slots_left_get_the_rules_most_cases_first():
     found = PatternSource().propose(request(slots=3), [Candidate.of(ANSWER, "Answer briefly.")])
-    assert [c.instruction for c in found] == [_with_rules(CURRENT, FIRST.rule), _with_rules(CURRENT, SECOND.rule)]
+    assert [c.instruction for c in found] == [with_rules(CURRENT, FIRST.rule), with_rules(CURRENT, SECOND.rule)]
     assert [c.origin for c in found] == [f"pattern:{FIRST.name}", f"pattern:{SECOND.name}"]
 
 
 def test_no_slot_left_no_rule_and_no_repeat():
     taken = [Candidate.of(ANSWER, "Answer briefly.")]
     assert PatternSource().propose(request(slots=1), taken) == []
-    repeated = [Candidate.of(ANSWER, _with_rules(CURRENT, FIRST.rule))]
+    repeated = [Candidate.of(ANSWER, with_rules(CURRENT, FIRST.rule))]
     assert [c.origin for c in PatternSource().propose(request(slots=3), repeated)] == [f"pattern:{SECOND.name}"]
 
 
@@ -39,5 +39,5 @@ def test_a_demos_candidate_takes_no_slot():
 
 
 def test_a_rule_the_instruction_has_is_not_proposed():
-    found = PatternSource().propose(request(slots=3, instruction=_with_rules(CURRENT, FIRST.rule)), [])
+    found = PatternSource().propose(request(slots=3, instruction=with_rules(CURRENT, FIRST.rule)), [])
     assert [c.origin for c in found] == [f"pattern:{SECOND.name}"]

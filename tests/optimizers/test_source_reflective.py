@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from memtrace_opt.optimizers import ProposalEvidence, ReflectiveSource, SourceRequest
 from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS
-from memtrace_opt.optimizers.sources.reflective import _with_rules
+from memtrace_opt.optimizers.sources.replies import with_rules
 
 EXTRACT = "extract_facts.predict"
 CURRENT = "Extract the facts."
@@ -29,7 +29,7 @@ def request(slots: int = 3) -> SourceRequest:
 
 def test_each_text_is_a_candidate_for_the_chosen_predictor():
     pattern = PATTERNS[0]
-    proposer = Scripted(["Extract every fact with its date.", _with_rules(CURRENT, pattern.rule), "unused"])
+    proposer = Scripted(["Extract every fact with its date.", with_rules(CURRENT, pattern.rule), "unused"])
     found = ReflectiveSource(proposer).propose(request(slots=2), [])
     assert proposer.asked == [(EXTRACT, 2)]
     assert [(c.predictor, c.origin, c.demos) for c in found] == [(EXTRACT, "reflection", None),
