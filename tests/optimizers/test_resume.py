@@ -60,7 +60,18 @@ def test_resume_after_a_kill_between_rounds(tmp_path, planted, examples):
     assert asked == 2 * sum(1 for r in opt.result.rounds[1:] if r.candidates)
 
 
-def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path, planted, examples, monkeypatch):
+def as_version_1(plan: dict) -> dict:
+    """`round:N` as a release before typed candidates wrote it: proposal texts, their origins, the demos."""
+    old = {k: v for k, v in plan.items() if k not in ("schema_version", "candidates")}
+    old["proposals"] = [c["instruction"] for c in plan["candidates"] if "demos" not in c]
+    old["proposal_origins"] = [c["origin"] for c in plan["candidates"] if "demos" not in c]
+    old["demos"] = next((c["demos"] for c in plan["candidates"] if "demos" in c), [])
+    return old
+
+
+@pytest.mark.parametrize("old_plan", [False, True], ids=["plan", "plan-written-by-an-earlier-release"])
+def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path, planted, examples, monkeypatch,
+                                                                        old_plan):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     settings = replace(SETTINGS, local_check=False)  # the kill comes in candidate 2's minibatch run
 
@@ -73,6 +84,12 @@ def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path
     engine.skills.insert(0, type(engine.skills[0])(outputs=("facts",), fn=dies_on_second_candidate, name="dies"))
     with pytest.raises(Killed):
         run(models, planted, examples, storage, settings)
+    ledger = StudyLedger.open(storage=storage, study_name="resume-test")
+    if old_plan:
+        ledger.put("round:1", as_version_1(ledger.get("round:1")))
+        assert "candidates" not in ledger.get("round:1")
+    origins = [c["origin"] for c in ledger.get("round:1").get("candidates") or []] or ledger.get("round:1")[
+        "proposal_origins"]
 
     evaluations: list[int] = []
     original = CachedEvaluator.evaluate
@@ -92,3 +109,4 @@ def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path
     assert seen[0] == 2
     assert evaluations[:2] == [5, len(examples)]
     assert opt.result.rounds[0].accepted
+    assert [c.origin for c in opt.result.rounds[0].candidates] == origins  # each proposal keeps where it came from
