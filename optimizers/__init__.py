@@ -14,115 +14,89 @@ The tree, by role:
     optimize.py  `memtrace optimize`: a run directory from a request
 """
 
-from memtrace_opt.optimizers.comparison.baselines import BASELINES, BaselineRun, run_baseline
-from memtrace_opt.optimizers.comparison.compare import (
-    CompareRequest,
-    CompareRow,
-    CompareSummary,
-    compare_optimizers,
-)
-from memtrace_opt.optimizers.comparison.gepa_selector import AttributedComponentSelector
-from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResult, EvalResult
-from memtrace_opt.optimizers.evaluation.examples import (
-    CaseRef,
-    case_refs,
-    make_examples,
-    register_conversation,
-)
-from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
-from memtrace_opt.optimizers.evaluation.metric import AnswerMetric, CaseScore, dspy_metric
-from memtrace_opt.optimizers.evaluation.program_io import (
-    instructions_of,
-    load_optimized,
-    save_program,
-    with_instruction,
-)
-from memtrace_opt.optimizers.evaluation.qa import MemoryQA, QAContext
-from memtrace_opt.optimizers.evaluation.splits import Splits, make_splits
-from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule, AcceptanceSettings, StrictImprovement
-from memtrace_opt.optimizers.gates.decision import Decision, Status
-from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
-from memtrace_opt.optimizers.loop.plan import RoundPlan
-from memtrace_opt.optimizers.loop.records import CandidateRecord, OptimizationResult, RoundRecord
-from memtrace_opt.optimizers.loop.selection import ModuleSelector, MostBlamed
-from memtrace_opt.optimizers.loop.settings import LoopSettings
-from memtrace_opt.optimizers.loop.stop import StopPolicy, StopReason
-from memtrace_opt.optimizers.loop.study import StudyLedger, default_storage
-from memtrace_opt.optimizers.loop.teleprompter import MemTraceOptimizer
-from memtrace_opt.optimizers.optimize import PRESETS, OptimizeRequest, OptimizeSummary, optimize_system
-from memtrace_opt.optimizers.sources.base import Candidate, CandidateSource, ProposalSettings, SourceRequest
-from memtrace_opt.optimizers.sources.demo_source import DemoSettings, DemosSource
-from memtrace_opt.optimizers.sources.patterns import PatternSource
-from memtrace_opt.optimizers.sources.reflective import (
-    InstructionProposer,
-    OpEvidence,
-    ProposalEvidence,
-    ReflectiveProposer,
-    ReflectiveSource,
-)
+from __future__ import annotations
 
-__all__ = [
-    "AcceptanceRule",
-    "AcceptanceSettings",
-    "AnswerMetric",
-    "AttributedComponentSelector",
-    "BaselineRun",
-    "BASELINES",
-    "BudgetExhausted",
-    "CachedEvaluator",
-    "Candidate",
-    "CandidateRecord",
-    "CandidateSource",
-    "case_refs",
-    "CaseRef",
-    "CaseResult",
-    "CaseScore",
-    "compare_optimizers",
-    "CompareRequest",
-    "CompareRow",
-    "CompareSummary",
-    "Decision",
-    "default_storage",
-    "DemoSettings",
-    "DemosSource",
-    "dspy_metric",
-    "EvalResult",
-    "guard_lm",
-    "InstructionProposer",
-    "instructions_of",
-    "LMBudget",
-    "load_optimized",
-    "LoopSettings",
-    "make_examples",
-    "make_splits",
-    "MemoryQA",
-    "MemTraceOptimizer",
-    "ModuleSelector",
-    "MostBlamed",
-    "OpEvidence",
-    "OptimizationResult",
-    "optimize_system",
-    "OptimizeRequest",
-    "OptimizeSummary",
-    "PatternSource",
-    "PRESETS",
-    "ProposalEvidence",
-    "ProposalSettings",
-    "QAContext",
-    "ReflectiveProposer",
-    "ReflectiveSource",
-    "register_conversation",
-    "ReplayMemo",
-    "RoundPlan",
-    "RoundRecord",
-    "run_baseline",
-    "save_program",
-    "SourceRequest",
-    "Splits",
-    "Status",
-    "StopPolicy",
-    "StopReason",
-    "StrictImprovement",
-    "StudyLedger",
-    "with_instruction",
-]
+import ast
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+# ruff: noqa: F401 - the imports below are the API's list, read by `_exports`
+if TYPE_CHECKING:  # the public API, imported on first use (`__getattr__`): the CLI reads the settings tree
+    # without loading the loop, the study or DSPy's optimizers
+    from memtrace_opt.optimizers.comparison.baselines import BASELINES, BaselineRun, run_baseline
+    from memtrace_opt.optimizers.comparison.compare import (
+        CompareRequest,
+        CompareRow,
+        CompareSummary,
+        compare_optimizers,
+    )
+    from memtrace_opt.optimizers.comparison.gepa_selector import AttributedComponentSelector
+    from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResult, EvalResult
+    from memtrace_opt.optimizers.evaluation.examples import (
+        CaseRef,
+        case_refs,
+        make_examples,
+        register_conversation,
+    )
+    from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
+    from memtrace_opt.optimizers.evaluation.metric import AnswerMetric, CaseScore, dspy_metric
+    from memtrace_opt.optimizers.evaluation.program_io import (
+        instructions_of,
+        load_optimized,
+        save_program,
+        with_instruction,
+    )
+    from memtrace_opt.optimizers.evaluation.qa import MemoryQA, QAContext
+    from memtrace_opt.optimizers.evaluation.splits import Splits, make_splits
+    from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule, AcceptanceSettings, StrictImprovement
+    from memtrace_opt.optimizers.gates.decision import Decision, Status
+    from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
+    from memtrace_opt.optimizers.loop.plan import RoundPlan
+    from memtrace_opt.optimizers.loop.records import CandidateRecord, OptimizationResult, RoundRecord
+    from memtrace_opt.optimizers.loop.selection import ModuleSelector, MostBlamed
+    from memtrace_opt.optimizers.loop.settings import LoopSettings
+    from memtrace_opt.optimizers.loop.stop import StopPolicy, StopReason
+    from memtrace_opt.optimizers.loop.study import StudyLedger, default_storage
+    from memtrace_opt.optimizers.loop.teleprompter import MemTraceOptimizer
+    from memtrace_opt.optimizers.optimize import PRESETS, OptimizeRequest, OptimizeSummary, optimize_system
+    from memtrace_opt.optimizers.sources.base import (
+        Candidate,
+        CandidateSource,
+        ProposalSettings,
+        SourceRequest,
+    )
+    from memtrace_opt.optimizers.sources.demo_source import DemoSettings, DemosSource
+    from memtrace_opt.optimizers.sources.patterns import PatternSource
+    from memtrace_opt.optimizers.sources.reflective import (
+        InstructionProposer,
+        OpEvidence,
+        ProposalEvidence,
+        ReflectiveProposer,
+        ReflectiveSource,
+    )
+
+
+def _exports() -> dict[str, str]:
+    """Name -> module of the imports in the block above, read from this file (the one list of the API)."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    return {alias.name: str(stmt.module) for stmt in block.body if isinstance(stmt, ast.ImportFrom)
+            for alias in stmt.names}
+
+
+_EXPORTS = _exports()
+__all__ = sorted(_EXPORTS, key=str.lower)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
