@@ -30,8 +30,8 @@ from memtrace_opt.benchmarks.split_args import (
 def answer_calls(evaluation: Any, memo: Any, predictor: str) -> list[tuple[Any, str, str]]:
     """(case, recorded prompt, reply) of the call that wrote each case's answer."""
     from memtrace_opt.attribution import GraphView
-    from memtrace_opt.optimizers.blame import op_seq
-    from memtrace_opt.optimizers.evidence import GraphCache, op_event
+    from memtrace_opt.optimizers.evaluation.blame import op_seq
+    from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event
 
     graphs = GraphCache(evaluation)
     out = []
@@ -51,7 +51,7 @@ def answer_calls(evaluation: Any, memo: Any, predictor: str) -> list[tuple[Any, 
 def demo_sets(signature: Any, calls: list[tuple[Any, str, str]], embedder: str | None) -> dict[str, list[dict[str, str]]]:
     """Label -> demo list, for each kind and size measured."""
     from memtrace_opt.metrics import CORRECT_F1
-    from memtrace_opt.optimizers.demos import compacted, demo_from_exchange
+    from memtrace_opt.optimizers.sources.demos import compacted, demo_from_exchange
 
     right, wrong = [], []
     for case, prompt, reply in calls:
@@ -82,9 +82,9 @@ def demo_sets(signature: Any, calls: list[tuple[Any, str, str]], embedder: str |
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memtrace_opt.optimizers.demos import demo_size
-    from memtrace_opt.optimizers.paired import paired_delta
-    from memtrace_opt.optimizers.program_io import instructions_of, with_instruction
+    from memtrace_opt.optimizers.comparison.paired import paired_delta
+    from memtrace_opt.optimizers.evaluation.program_io import instructions_of, with_instruction
+    from memtrace_opt.optimizers.sources.demos import demo_size
     from memtrace_opt.programs import make_program
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

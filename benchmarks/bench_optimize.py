@@ -25,8 +25,12 @@ from memtrace_opt.benchmarks.split_args import add_split_arguments
 def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.cli.common import data_slice
     from memtrace_opt.lm.roles import ModelRoles, ModelSpec
-    from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers, parse_optimizers
-    from memtrace_opt.optimizers.teleprompter import LoopSettings
+    from memtrace_opt.optimizers.comparison.compare import (
+        CompareRequest,
+        compare_optimizers,
+        parse_optimizers,
+    )
+    from memtrace_opt.optimizers.loop.settings import LoopSettings
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--systems", default="mem0,rag")
@@ -77,12 +81,12 @@ def main(argv: list[str] | None = None) -> int:
             data_slice=sliced, train=args.train, val=args.val, test=args.test, per_split=args.per_split,
             optimizers=parse_optimizers(args.optimizers), budget=args.budget, time_budget=args.time_budget,
             attribution=args.attribution,
-            loop=LoopSettings(max_rounds=args.rounds, num_candidates=args.candidates, minibatch_size=args.minibatch,
-                              patience=args.patience, seed=args.seed, local_check=not args.no_local_check,
-                              max_demos=args.demos, demo_pool=args.demo_pool, demo_budget_chars=args.demo_budget,
-                              compact_demos=not args.full_demos, pattern_rules=not args.no_pattern_rules,
-                              validate_ties=args.validate_ties,
-                              min_val_gain=args.min_val_gain, min_val_questions=args.min_val_questions),
+            loop=LoopSettings.of(rounds=args.rounds, candidates=args.candidates, minibatch=args.minibatch,
+                                 patience=args.patience, seed=args.seed, local_check=not args.no_local_check,
+                                 demos=args.demos, demo_pool=args.demo_pool, demo_budget=args.demo_budget,
+                                 compact_demos=not args.full_demos, pattern_rules=not args.no_pattern_rules,
+                                 validate_ties=args.validate_ties,
+                                 min_val_gain=args.min_val_gain, min_val_questions=args.min_val_questions),
             seed=args.seed,
         )
         summary = compare_optimizers(request, on_row=lambda row: print(row.to_dict(), flush=True))

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import dspy
 
-    from memtrace_opt.optimizers.evaluation import CachedEvaluator
-    from memtrace_opt.optimizers.examples import CaseRef
-    from memtrace_opt.optimizers.splits import Splits
+    from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
+    from memtrace_opt.optimizers.evaluation.examples import CaseRef
+    from memtrace_opt.optimizers.evaluation.splits import Splits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -35,7 +35,7 @@ def load_splits(args: argparse.Namespace) -> Splits:
     """The `Splits` the arguments name."""
     from memtrace_opt.cli.common import data_slice
     from memtrace_opt.data import load_data
-    from memtrace_opt.optimizers.splits import make_splits
+    from memtrace_opt.optimizers.evaluation.splits import make_splits
 
     dataset = load_data(args.data, data_slice(args.sessions, [c for c in args.categories.split(",") if c]))
     return make_splits(dataset, train=args.train, val=args.val, test=getattr(args, "test", None),
@@ -44,7 +44,7 @@ def load_splits(args: argparse.Namespace) -> Splits:
 
 def split_cases(splits: Splits) -> dict[str, list[CaseRef]]:
     """The questions of each split, by name: train, val, and test where the splits have one."""
-    from memtrace_opt.optimizers.examples import case_refs, make_examples
+    from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
 
     named = {"train": splits.train, "val": splits.val, "test": splits.test}
     return {name: case_refs(make_examples(part)) for name, part in named.items() if name != "test" or part}
@@ -54,8 +54,8 @@ def task_evaluator(args: argparse.Namespace) -> CachedEvaluator:
     """An evaluator scoring `args.system` with the token rule on the task model `args.lm`."""
     from memtrace_opt.lm.models import Models
     from memtrace_opt.lm.roles import ModelRoles, ModelSpec
-    from memtrace_opt.optimizers.evaluation import CachedEvaluator
-    from memtrace_opt.optimizers.metric import AnswerMetric
+    from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
+    from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
 
     models = Models.from_roles(ModelRoles(task=ModelSpec(args.lm)))
     return CachedEvaluator(AnswerMetric(), task_lm=models.task, meta={"system": args.system})
@@ -63,6 +63,6 @@ def task_evaluator(args: argparse.Namespace) -> CachedEvaluator:
 
 def answer_predictor(program: dspy.Module) -> str | None:
     """The name of the predictor of `program` that writes the answers (the first named answer...)."""
-    from memtrace_opt.optimizers.program_io import instructions_of
+    from memtrace_opt.optimizers.evaluation.program_io import instructions_of
 
     return next((name for name in instructions_of(program) if name.startswith("answer")), None)

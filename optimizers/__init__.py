@@ -2,83 +2,101 @@
 that run DSPy's own optimizers on the same program, metric, data and LM-call budget, and the comparison.
 
     from memtrace_opt.optimizers import MemTraceOptimizer, LoopSettings, make_examples
-    optimizer = MemTraceOptimizer.from_models(models, settings=LoopSettings(max_lm_calls=300))
+    optimizer = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(budget=300))
     optimized = optimizer.compile(program, trainset=make_examples(train), valset=make_examples(val))
+
+The tree, by role:
+    loop/        the teleprompter, one round's pipeline, the stop policy, the settings tree, records, the study
+    sources/     the candidate sources (reflective rewrites, pattern rules, demos, the combination)
+    gates/       the gates a candidate passes (local check, minibatch, validation) and their `Decision`
+    evaluation/  the substrate: cached traced evaluation, metric, memo, examples, splits, blame, evidence
+    comparison/  DSPy's optimizers on the same budget, the paired statistics, the comparison's tables
+    optimize.py  `memtrace optimize`: a run directory from a request
 """
 
-from memtrace_opt.optimizers.acceptance import AcceptanceRule, Decision, StrictImprovement
-from memtrace_opt.optimizers.baselines import BASELINES, BaselineRun, run_baseline
-from memtrace_opt.optimizers.budget import BudgetExhausted, LMBudget, guard_lm
-from memtrace_opt.optimizers.compare import CompareRequest, CompareRow, CompareSummary, compare_optimizers
-from memtrace_opt.optimizers.evaluation import CachedEvaluator, CaseResult, EvalResult
-from memtrace_opt.optimizers.examples import CaseRef, case_refs, make_examples, register_conversation
-from memtrace_opt.optimizers.gepa_selector import AttributedComponentSelector
-from memtrace_opt.optimizers.memo import ReplayMemo
-from memtrace_opt.optimizers.metric import AnswerMetric, CaseScore, dspy_metric
-from memtrace_opt.optimizers.optimize import PRESETS, OptimizeRequest, OptimizeSummary, optimize_system
-from memtrace_opt.optimizers.program_io import instructions_of, load_optimized, save_program, with_instruction
-from memtrace_opt.optimizers.proposal import (
-    InstructionProposer,
-    OpEvidence,
-    ProposalEvidence,
-    ReflectiveProposer,
-)
-from memtrace_opt.optimizers.qa import MemoryQA, QAContext
-from memtrace_opt.optimizers.records import CandidateRecord, OptimizationResult, RoundRecord
-from memtrace_opt.optimizers.selection import ModuleSelector, MostBlamed
-from memtrace_opt.optimizers.splits import Splits, make_splits
-from memtrace_opt.optimizers.study import StudyLedger, default_storage
-from memtrace_opt.optimizers.teleprompter import LoopSettings, MemTraceOptimizer
+from __future__ import annotations
 
-__all__ = [
-    "AcceptanceRule",
-    "AnswerMetric",
-    "AttributedComponentSelector",
-    "BASELINES",
-    "BaselineRun",
-    "BudgetExhausted",
-    "CachedEvaluator",
-    "CandidateRecord",
-    "CaseRef",
-    "CaseResult",
-    "CaseScore",
-    "CompareRequest",
-    "CompareRow",
-    "CompareSummary",
-    "Decision",
-    "EvalResult",
-    "InstructionProposer",
-    "LMBudget",
-    "LoopSettings",
-    "MemTraceOptimizer",
-    "MemoryQA",
-    "ModuleSelector",
-    "MostBlamed",
-    "OpEvidence",
-    "OptimizationResult",
-    "OptimizeRequest",
-    "OptimizeSummary",
-    "PRESETS",
-    "ProposalEvidence",
-    "QAContext",
-    "ReflectiveProposer",
-    "ReplayMemo",
-    "RoundRecord",
-    "StrictImprovement",
-    "Splits",
-    "StudyLedger",
-    "case_refs",
-    "compare_optimizers",
-    "default_storage",
-    "dspy_metric",
-    "guard_lm",
-    "instructions_of",
-    "load_optimized",
-    "make_examples",
-    "make_splits",
-    "optimize_system",
-    "register_conversation",
-    "run_baseline",
-    "save_program",
-    "with_instruction",
-]
+import ast
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+# ruff: noqa: F401 - the imports below are the API's list, read by `_exports`
+if TYPE_CHECKING:  # the public API, imported on first use (`__getattr__`): the CLI reads the settings tree
+    # without loading the loop, the study or DSPy's optimizers
+    from memtrace_opt.optimizers.comparison.baselines import BASELINES, BaselineRun, run_baseline
+    from memtrace_opt.optimizers.comparison.compare import (
+        CompareRequest,
+        CompareRow,
+        CompareSummary,
+        compare_optimizers,
+    )
+    from memtrace_opt.optimizers.comparison.gepa_selector import AttributedComponentSelector
+    from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResult, EvalResult
+    from memtrace_opt.optimizers.evaluation.examples import (
+        CaseRef,
+        case_refs,
+        make_examples,
+        register_conversation,
+    )
+    from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
+    from memtrace_opt.optimizers.evaluation.metric import AnswerMetric, CaseScore, dspy_metric
+    from memtrace_opt.optimizers.evaluation.program_io import (
+        instructions_of,
+        load_optimized,
+        save_program,
+        with_instruction,
+    )
+    from memtrace_opt.optimizers.evaluation.qa import MemoryQA, QAContext
+    from memtrace_opt.optimizers.evaluation.splits import Splits, make_splits
+    from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule, AcceptanceSettings, StrictImprovement
+    from memtrace_opt.optimizers.gates.decision import Decision, Status
+    from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
+    from memtrace_opt.optimizers.loop.plan import RoundPlan
+    from memtrace_opt.optimizers.loop.records import CandidateRecord, OptimizationResult, RoundRecord
+    from memtrace_opt.optimizers.loop.selection import ModuleSelector, MostBlamed
+    from memtrace_opt.optimizers.loop.settings import LoopSettings
+    from memtrace_opt.optimizers.loop.stop import StopPolicy, StopReason
+    from memtrace_opt.optimizers.loop.study import StudyLedger, default_storage
+    from memtrace_opt.optimizers.loop.teleprompter import MemTraceOptimizer
+    from memtrace_opt.optimizers.optimize import PRESETS, OptimizeRequest, OptimizeSummary, optimize_system
+    from memtrace_opt.optimizers.sources.base import (
+        Candidate,
+        CandidateSource,
+        ProposalSettings,
+        SourceRequest,
+    )
+    from memtrace_opt.optimizers.sources.demo_source import DemoSettings, DemosSource
+    from memtrace_opt.optimizers.sources.patterns import PatternSource
+    from memtrace_opt.optimizers.sources.reflective import (
+        InstructionProposer,
+        OpEvidence,
+        ProposalEvidence,
+        ReflectiveProposer,
+        ReflectiveSource,
+    )
+
+
+def _exports() -> dict[str, str]:
+    """Name -> module of the imports in the block above, read from this file (the one list of the API)."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    return {alias.name: str(stmt.module) for stmt in block.body if isinstance(stmt, ast.ImportFrom)
+            for alias in stmt.names}
+
+
+_EXPORTS = _exports()
+__all__ = sorted(_EXPORTS, key=str.lower)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -27,13 +27,14 @@ from typing import Any
 from memtrace_opt.data import load_data
 from memtrace_opt.errors import ConfigError, MemtraceError
 from memtrace_opt.lm.models import Models
-from memtrace_opt.optimizers.evaluation import CachedEvaluator, EvalResult
-from memtrace_opt.optimizers.examples import case_refs, make_examples
-from memtrace_opt.optimizers.program_io import instructions_of, save_program
-from memtrace_opt.optimizers.records import RoundRecord, _redact
-from memtrace_opt.optimizers.splits import SplitRequest, Splits, make_splits
-from memtrace_opt.optimizers.study import default_storage
-from memtrace_opt.optimizers.teleprompter import LoopSettings, MemTraceOptimizer
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
+from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
+from memtrace_opt.optimizers.evaluation.program_io import instructions_of, save_program
+from memtrace_opt.optimizers.evaluation.splits import SplitRequest, Splits, make_splits
+from memtrace_opt.optimizers.loop.records import RoundRecord, _redact
+from memtrace_opt.optimizers.loop.settings import LoopSettings
+from memtrace_opt.optimizers.loop.study import default_storage
+from memtrace_opt.optimizers.loop.teleprompter import MemTraceOptimizer
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import CaseRecord, RunDir, versions
 
@@ -47,8 +48,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "data": "sample",
         "split": "0.4,0.3,0.3",
         "attribution": "lineage",
-        "settings": {"max_rounds": 2, "patience": 2, "num_candidates": 2, "minibatch_size": 4,
-                     "max_lm_calls": 60, "evidence_cases": 2, "max_seconds": 540},
+        "settings": {"rounds": 2, "patience": 2, "candidates": 2, "minibatch": 4, "budget": 60,
+                     "evidence_cases": 2, "time_budget": 540},
     },
 }
 
@@ -89,7 +90,7 @@ def apply_preset(request: OptimizeRequest, explicit: set[str]) -> OptimizeReques
         raise ConfigError(f"unknown preset {request.preset!r}; presets: {', '.join(PRESETS)}")
     changes: dict[str, Any] = {k: v for k, v in preset.items() if k != "settings" and k not in explicit}
     if "settings" not in explicit:
-        changes["settings"] = LoopSettings(**{**request.settings.to_dict(), **preset["settings"]})
+        changes["settings"] = request.settings.with_values(preset["settings"])
     return replace(request, **changes)
 
 
@@ -126,8 +127,6 @@ def optimize_system(
     optimizer_options: dict[str, Any] | None = None,
 ) -> OptimizeSummary:
     """Optimize, save and test (see the module docstring). Resumes a killed run found in `request.out`."""
-    from memtrace_opt.tracing import save_graph
-
     started = time.time()
     run = RunDir(request.out)
     if run.cases_path.exists():
@@ -143,6 +142,48 @@ def optimize_system(
         load_program_state(student, request.program_path)
     models = models if models is not None else Models.from_roles(request.roles)
     storage = request.storage or default_storage(run.root)
+    _write_config(run, request, student, dataset, splits, storage)
+    optimizer = MemTraceOptimizer.from_models(
+        models, judge=request.judge, settings=request.settings, attribution=request.attribution,
+        storage=storage, on_round=on_round, **(optimizer_options or {}),
+    )
+    optimized = optimizer.compile(student, trainset=make_examples(splits.train), valset=make_examples(splits.val))
+    result = optimizer.result
+    assert result is not None
+    save_program(optimized, run.program_path, extra={"study": result.study_name})
+    with run.verdicts_path.open("w", encoding="utf-8") as handle:
+        for verdict in result.verdicts:
+            handle.write(json.dumps(verdict, sort_keys=True, ensure_ascii=False) + "\n")
+    test = _test(run, request, optimizer, models, dataset.name, splits, student, optimized)
+    seconds = time.time() - started
+    run.write_manifest({
+        "kind": "optimize",
+        "versions": versions(),
+        "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(),
+        "ended_at": datetime.now(timezone.utc).isoformat(),
+        "seconds": round(seconds, 2),
+        "usage": models.usage.to_dict(),
+        **result.manifest_part(),
+        "test": test,
+        "splits": splits.to_dict(),
+        "instructions": {"before": instructions_of(student), "after": instructions_of(optimized)},
+    })
+    try:
+        from memtrace_opt.report import write_report
+
+        write_report(run.root)
+    except Exception:  # noqa: BLE001 - the page is a convenience; the run's artifacts are already written
+        log.warning("could not write %s", run.report_path, exc_info=True)
+    return OptimizeSummary(
+        run_dir=run.root, baseline_val=result.baseline_val, best_val=result.best_val,
+        test_baseline=test["baseline_accuracy"], test_optimized=test["optimized_accuracy"], rounds=len(result.rounds),
+        stop_reason=result.stop_reason, lm_calls=result.lm_calls, seconds=seconds,
+    )
+
+
+def _write_config(run: RunDir, request: OptimizeRequest, student: Any, dataset: Any, splits: Splits,
+                  storage: str) -> None:
+    """config.yaml: what the run was asked (the loop's settings by their knob names), no secrets."""
     run.write_config({
         "kind": "optimize",
         "system": request.system,
@@ -157,53 +198,24 @@ def optimize_system(
                       "preset": request.preset},
         "seed": request.seed,
     })
-    optimizer = MemTraceOptimizer.from_models(
-        models, judge=request.judge, settings=request.settings, attribution=request.attribution,
-        storage=storage, on_round=on_round, **(optimizer_options or {}),
-    )
-    optimized = optimizer.compile(student, trainset=make_examples(splits.train), valset=make_examples(splits.val))
-    result = optimizer.result
-    assert result is not None
-    save_program(optimized, run.program_path, extra={"study": result.study_name})
-    with run.verdicts_path.open("w", encoding="utf-8") as handle:
-        for verdict in result.verdicts:
-            handle.write(json.dumps(verdict, sort_keys=True, ensure_ascii=False) + "\n")
-    test_cases = case_refs(make_examples(splits.test))
-    test_baseline = test_optimized = None
-    if test_cases:
-        evaluator = CachedEvaluator(optimizer.metric, memo=optimizer.memo, task_lm=models.task,
-                                    meta={"system": request.system, "dataset": dataset.name, "models": models.names()})
-        before = evaluator.evaluate(student, test_cases)
-        after = evaluator.evaluate(optimized, test_cases)
-        for key, traced in after.traces.items():
-            save_graph(traced.graph(), run.graph_path(key.split("@", 1)[0]))
-        _record_case(run, request.system, dataset.name, after, before)
-        test_baseline, test_optimized = before.accuracy, after.accuracy
-    else:
-        run.cases_path.touch()
-    seconds = time.time() - started
-    manifest = {
-        "kind": "optimize",
-        "versions": versions(),
-        "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(),
-        "ended_at": datetime.now(timezone.utc).isoformat(),
-        "seconds": round(seconds, 2),
-        "usage": models.usage.to_dict(),
-        **result.manifest_part(),
-        "test": {"baseline_accuracy": test_baseline, "optimized_accuracy": test_optimized,
-                 "questions": len(test_cases)},
-        "splits": splits.to_dict(),
-        "instructions": {"before": instructions_of(student), "after": instructions_of(optimized)},
-    }
-    run.write_manifest(manifest)
-    try:
-        from memtrace_opt.report import write_report
 
-        write_report(run.root)
-    except Exception:  # noqa: BLE001 - the page is a convenience; the run's artifacts are already written
-        log.warning("could not write %s", run.report_path, exc_info=True)
-    return OptimizeSummary(
-        run_dir=run.root, baseline_val=result.baseline_val, best_val=result.best_val, test_baseline=test_baseline,
-        test_optimized=test_optimized, rounds=len(result.rounds), stop_reason=result.stop_reason,
-        lm_calls=result.lm_calls, seconds=seconds,
-    )
+
+def _test(run: RunDir, request: OptimizeRequest, optimizer: MemTraceOptimizer, models: Models, dataset: str,
+          splits: Splits, student: Any, optimized: Any) -> dict[str, Any]:
+    """The held-out test of the student and the optimized program: cases.jsonl and graphs/ of the optimized
+    program's runs; the manifest's `test` part."""
+    from memtrace_opt.tracing import save_graph
+
+    test_cases = case_refs(make_examples(splits.test))
+    out: dict[str, Any] = {"baseline_accuracy": None, "optimized_accuracy": None, "questions": len(test_cases)}
+    if not test_cases:
+        run.cases_path.touch()
+        return out
+    evaluator = CachedEvaluator(optimizer.metric, memo=optimizer.memo, task_lm=models.task,
+                                meta={"system": request.system, "dataset": dataset, "models": models.names()})
+    before = evaluator.evaluate(student, test_cases)
+    after = evaluator.evaluate(optimized, test_cases)
+    for key, traced in after.traces.items():
+        save_graph(traced.graph(), run.graph_path(key.split("@", 1)[0]))
+    _record_case(run, request.system, dataset, after, before)
+    return {**out, "baseline_accuracy": before.accuracy, "optimized_accuracy": after.accuracy}

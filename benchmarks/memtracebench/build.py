@@ -27,8 +27,7 @@ from typing import Any
 
 import dspy
 
-from memtrace_opt.attribution import RESPONSE, AttributionConfig, FailedCase, GraphView, get_attributor
-from memtrace_opt.attribution._flow import Flow
+from memtrace_opt.attribution import RESPONSE, AttributionConfig, FailedCase, Flow, GraphView, get_attributor
 from memtrace_opt.attribution.lineage import case_flow
 from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, BenchCase, Injection, Label
 from memtrace_opt.benchmarks.memtracebench.inject import INJECTABLE, Plan, plan_injections

@@ -27,12 +27,13 @@ from memtrace_opt.attribution import (
     RESPONSE,
     RETRIEVAL,
     UPDATE,
+    Flow,
     GraphView,
+    action_field,
+    action_unit,
     error_type_for_op,
+    value_parts,
 )
-from memtrace_opt.attribution._flow import Flow
-from memtrace_opt.attribution._graph import value_parts
-from memtrace_opt.attribution._types import action_field, action_unit
 
 __all__ = ["Plan", "plan_injections", "INJECTABLE"]
 

@@ -6,9 +6,22 @@
 Methods (by name): `lineage` (rules, no LM), `graphtrace` (structure first, then small local LM questions),
 `counterfactual` (graphtrace candidates confirmed by replay), and the baselines `all_at_once`,
 `step_by_step`, `binary_search`, `random`, `blame_response`.
+
+Code outside this package imports from here, never from its `_private` modules: besides the methods, the
+public API holds the graph view and its value helpers (`GraphView`, `value_text`, `value_parts`), the
+information flow of a failed question (`Flow`, `NeededInfo`) and the store-action helpers (`action_field`,
+`action_unit`) that the optimizer's evidence and the benchmark's fault injection share.
 """
 
-from memtrace_opt.attribution._graph import GraphUnavailable, GraphView, load_case_graph
+from memtrace_opt.attribution._evidence import NeededInfo
+from memtrace_opt.attribution._flow import Flow
+from memtrace_opt.attribution._graph import (
+    GraphUnavailable,
+    GraphView,
+    load_case_graph,
+    value_parts,
+    value_text,
+)
 from memtrace_opt.attribution._types import (
     DELETION,
     ERROR_TYPES,
@@ -20,6 +33,8 @@ from memtrace_opt.attribution._types import (
     Cost,
     FailedCase,
     Verdict,
+    action_field,
+    action_unit,
     error_type_for_op,
 )
 from memtrace_opt.attribution.counterfactual import ReplayContext, ReplayProvider
@@ -50,15 +65,19 @@ __all__ = [
     "ERROR_TYPES",
     "EXTRACTION",
     "FailedCase",
+    "Flow",
     "GOLD",
     "GraphUnavailable",
     "GraphView",
+    "NeededInfo",
     "RESPONSE",
     "ReplayContext",
     "ReplayProvider",
     "RETRIEVAL",
     "UPDATE",
     "Verdict",
+    "action_field",
+    "action_unit",
     "attribute_case",
     "attribute_cases",
     "attribute_run",
@@ -71,4 +90,6 @@ __all__ = [
     "read_verdicts",
     "register_method",
     "summary_tables",
+    "value_parts",
+    "value_text",
 ]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, TypeVar, get_args, get_type_hints
 
 import typer
 
@@ -17,34 +20,58 @@ from memtrace_opt.programs import BUILTIN_SYSTEMS
 SYSTEM_HELP = f"Memory system: {', '.join(BUILTIN_SYSTEMS)}, or an import path package.module:Class."
 IDS_HELP = "Comma-separated conversation ids"
 
-
-# the loop's knobs, shared by `optimize` and `compare` (where they set our loop, `memtrace`)
-Rounds = Annotated[Optional[int], typer.Option(help="At most N rounds.")]  # noqa: UP045
-Patience = Annotated[Optional[int], typer.Option(help="Stop after N rounds without an accepted change.")]  # noqa: UP045
-Candidates = Annotated[Optional[int], typer.Option(help="Instructions proposed per round (K).")]  # noqa: UP045
-Minibatch = Annotated[Optional[int], typer.Option(help="Training questions per round.")]  # noqa: UP045
-Demos = Annotated[Optional[int], typer.Option(help="One candidate per round gives the blamed predictor up to N worked examples from its own correct calls (default 2; 0: instructions only).")]  # noqa: UP045
-ValidateTies = Annotated[Optional[bool], typer.Option("--validate-ties/--no-validate-ties", help="Validate a candidate that ties the current minibatch score (acceptance still needs a validation gain).")]  # noqa: UP045
-MinValGain = Annotated[Optional[float], typer.Option(help="Accept a candidate only if it beats the current validation accuracy by more than this (0-1; default 0); the larger of this and --min-val-questions applies.")]  # noqa: UP045
-MinValQuestions = Annotated[Optional[int], typer.Option(help="Accept a candidate only if it answers at least N more validation questions right than the current program, net (default 2: one-question gains were noise in our runs).")]  # noqa: UP045
-DemoBudget = Annotated[Optional[int], typer.Option(help="Keep all of the blamed predictor's demos within N characters together (default 20000, about 5k tokens: an 8k context window keeps 3k for the call's own prompt; raise it for a model with a longer one).")]  # noqa: UP045
-DemoPool = Annotated[Optional[int], typer.Option(help="Draw demos from the correct answers to the first N training questions too, traced once (default 24; 0: the round's minibatch only).")]  # noqa: UP045
-CompactDemos = Annotated[Optional[bool], typer.Option("--compact-demos/--full-demos", help="Show the answer step's demos only the lines of their context around the answer (default: on; --full-demos: the whole context, a transcript for long_context).")]  # noqa: UP045
-PatternRules = Annotated[Optional[bool], typer.Option("--pattern-rules/--no-pattern-rules", help="Fill the proposal slots the reflection LM leaves empty with the rules of the mistakes diagnosed in the blamed answers: a partial list, a relative or numeric date, a needless decline, a long sentence (default: on).")]  # noqa: UP045
-LocalCheck = Annotated[Optional[bool], typer.Option("--local-check/--no-local-check", help="Re-run the blamed calls under each candidate for an upstream predictor before replaying the write path (default: on).")]  # noqa: UP045
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _loop_values(opt_cfg: dict[str, Any], **flags: Any) -> dict[str, Any]:
-    """LoopSettings fields from the flags given, else the config's `optimize:` keys (flag names); a knob set by
-    neither is left out, so LoopSettings keeps its default."""
-    fields = {"rounds": "max_rounds", "patience": "patience", "candidates": "num_candidates",
-              "minibatch": "minibatch_size", "budget": "max_lm_calls", "time_budget": "max_seconds",
-              "local_check": "local_check", "demos": "max_demos", "validate_ties": "validate_ties",
-              "min_val_gain": "min_val_gain", "min_val_questions": "min_val_questions",
-              "demo_pool": "demo_pool", "demo_budget": "demo_budget_chars", "compact_demos": "compact_demos",
-              "pattern_rules": "pattern_rules"}
-    values = {fields[name]: value if value is not None else opt_cfg.get(name) for name, value in flags.items()}
-    return {key: value for key, value in values.items() if value is not None}
+def with_loop_flags(*, exclude: Collection[str] = ()) -> Callable[[F], F]:
+    """Adds one flag per knob of the loop's settings tree (`LoopSettings`, generated from its fields: their
+    names, help texts and flag declarations) to a command whose function takes `loop`: the knobs given on the
+    command line, by name (a flag left out is not in it). `exclude` names knobs the command declares itself."""
+
+    def decorate(func: F) -> F:
+        from memtrace_opt.optimizers.loop.knobs import knobs
+        from memtrace_opt.optimizers.loop.settings import LoopSettings
+
+        flags = [k for k in knobs(LoopSettings) if k.name not in exclude]
+        hints = get_type_hints(func, include_extras=True)
+        signature = inspect.signature(func)
+        own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()
+               if p.name != "loop"]
+        added = [inspect.Parameter(k.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                   annotation=_flag_annotation(k, get_type_hints(k.owner)[k.name])) for k in flags]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = {k.name: kwargs.pop(k.name, None) for k in flags}
+            return func(*args, loop={name: value for name, value in given.items() if value is not None}, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *added]}
+        del wrapper.__wrapped__  # typer must read the new signature, not the original's
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def _flag_annotation(knob: Any, hint: Any) -> Any:
+    """`Annotated[Optional[T], typer.Option(...)]` for a knob whose field is typed `hint` (T or T | None): None
+    is "not given", so the config file's key, else the settings' default, applies."""
+    base = next((t for t in get_args(hint) if t is not type(None)), hint)
+    return Annotated[Optional[base], typer.Option(knob.flag, help=knob.help)]  # noqa: UP045
+
+
+def _loop_values(opt_cfg: dict[str, Any], loop: dict[str, Any], exclude: Collection[str] = ()) -> dict[str, Any]:
+    """The loop's knobs: those given as flags (`loop`), else the config's `optimize:` keys of the same names
+    (but the `exclude`d, which the command declares itself); a knob set by neither is left out, so the settings
+    keep its default."""
+    from memtrace_opt.optimizers.loop.knobs import knobs
+    from memtrace_opt.optimizers.loop.settings import LoopSettings
+
+    names = [k.name for k in knobs(LoopSettings) if k.name not in exclude]
+    return {**{name: opt_cfg[name] for name in names if opt_cfg.get(name) is not None}, **loop}
+
+
+COMPARE_OWN = ("budget", "time_budget")  # `compare` has its own: each optimizer's budget
 
 
 def _out(kind: str, system: str) -> Path:
@@ -53,6 +80,7 @@ def _out(kind: str, system: str) -> Path:
 
 @app.command("optimize")
 @with_model_flags
+@with_loop_flags()
 def optimize_command(
     system: Annotated[Optional[str], typer.Option("--system", "-s", help=SYSTEM_HELP)] = None,  # noqa: UP045
     data: Annotated[Optional[str], typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], or locomo / longmemeval / sample.")] = None,  # noqa: UP045
@@ -66,22 +94,7 @@ def optimize_command(
     limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.")] = None,  # noqa: UP045
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (an unfinished one resumes).")] = None,  # noqa: UP045
     preset: Annotated[Optional[str], typer.Option(help="quick: a small slice and a few rounds (about 15 min with the embedded model).")] = None,  # noqa: UP045
-    rounds: Rounds = None,
-    patience: Patience = None,
-    candidates: Candidates = None,
-    minibatch: Minibatch = None,
-    budget: Annotated[Optional[int], typer.Option(help="LM-call budget (task + reflection + attributor calls).")] = None,  # noqa: UP045
-    time_budget: Annotated[Optional[float], typer.Option(help="Stop the rounds after this many seconds.")] = None,  # noqa: UP045
     attribution: Annotated[Optional[str], typer.Option(help="Attribution method: graphtrace, lineage, blame_response, ...")] = None,  # noqa: UP045
-    demos: Demos = None,
-    demo_pool: DemoPool = None,
-    demo_budget: DemoBudget = None,
-    compact_demos: CompactDemos = None,
-    pattern_rules: PatternRules = None,
-    validate_ties: ValidateTies = None,
-    min_val_gain: MinValGain = None,
-    min_val_questions: MinValQuestions = None,
-    local_check: LocalCheck = None,
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = None,  # noqa: UP045
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite in --out); share one to run several workers.")] = None,  # noqa: UP045
     program: Annotated[Optional[Path], typer.Option("--program", help="Start from a compiled program.json.")] = None,  # noqa: UP045
@@ -89,6 +102,7 @@ def optimize_command(
     *,
     roles: ModelRoles,
     config: Path | None,
+    loop: dict[str, Any],
 ) -> None:
     """Optimize the prompts attribution blames, round by round, and test the result on held-out questions.
 
@@ -97,8 +111,8 @@ def optimize_command(
     and graphs/ (the test run) and optuna.db under --out. Settings may also come from --config (keys: system,
     data, train, val, test, split, sessions, categories, limit, settings, optimize: {rounds, patience, ...}).
     """
+    from memtrace_opt.optimizers.loop.settings import LoopSettings
     from memtrace_opt.optimizers.optimize import OptimizeRequest, apply_preset, optimize_system
-    from memtrace_opt.optimizers.teleprompter import LoopSettings
 
     cfg = load_config(config)
     opt_cfg = dict(cfg.get("optimize") or {})
@@ -107,15 +121,7 @@ def optimize_command(
         raise typer.BadParameter("give --system (or `system:` in --config)", param_hint="--system")
     given = {k for k, v in {"data": data or cfg.get("data"), "split": split or cfg.get("split"),
                             "attribution": attribution or opt_cfg.get("attribution")}.items() if v}
-    explicit_loop = {
-        **_loop_values(opt_cfg, rounds=rounds, patience=patience, candidates=candidates, minibatch=minibatch,
-                       budget=budget, time_budget=time_budget, local_check=local_check, demos=demos,
-                       demo_pool=demo_pool, demo_budget=demo_budget, compact_demos=compact_demos,
-                       pattern_rules=pattern_rules, validate_ties=validate_ties,
-                       min_val_gain=min_val_gain,
-                       min_val_questions=min_val_questions),
-        "seed": seed,
-    }
+    explicit_loop = {**_loop_values(opt_cfg, loop), "seed": seed}
     request = OptimizeRequest(
         system=system,
         data=str(data or cfg.get("data") or "sample"),
@@ -130,7 +136,7 @@ def optimize_command(
         per_split=per_split if per_split is not None else cfg.get("per_split"),
         program_settings=dict(cfg.get("settings") or {}),
         program_path=program or (Path(cfg["program"]) if cfg.get("program") else None),
-        settings=LoopSettings(**explicit_loop),
+        settings=LoopSettings.of(**explicit_loop),
         attribution=str(attribution or opt_cfg.get("attribution") or "graphtrace"),
         judge=bool(judge if judge is not None else opt_cfg.get("judge", False)),
         storage=storage or opt_cfg.get("storage"),
@@ -164,13 +170,12 @@ def optimize_command(
 def _override_loop(request: Any, values: dict[str, Any]) -> Any:
     from dataclasses import replace
 
-    from memtrace_opt.optimizers.teleprompter import LoopSettings
-
-    return replace(request, settings=LoopSettings(**{**request.settings.to_dict(), **values}))
+    return replace(request, settings=request.settings.with_values(values))
 
 
 @app.command("compare")
 @with_model_flags
+@with_loop_flags(exclude=COMPARE_OWN)
 def compare_command(
     system: Annotated[Optional[str], typer.Option("--system", "-s", help=SYSTEM_HELP)] = None,  # noqa: UP045
     data: Annotated[Optional[str], typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], or locomo / longmemeval / sample.")] = None,  # noqa: UP045
@@ -186,25 +191,13 @@ def compare_command(
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
     limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.")] = None,  # noqa: UP045
     attribution: Annotated[str, typer.Option(help="Attribution method of `memtrace`.")] = "graphtrace",
-    rounds: Rounds = None,
-    patience: Patience = None,
-    candidates: Candidates = None,
-    minibatch: Minibatch = None,
-    demos: Demos = None,
-    demo_pool: DemoPool = None,
-    demo_budget: DemoBudget = None,
-    compact_demos: CompactDemos = None,
-    pattern_rules: PatternRules = None,
-    validate_ties: ValidateTies = None,
-    min_val_gain: MinValGain = None,
-    min_val_questions: MinValQuestions = None,
-    local_check: LocalCheck = None,
     judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output directory.")] = None,  # noqa: UP045
     seed: Annotated[int, typer.Option(help="Seed for splits and minibatches.")] = 0,
     *,
     roles: ModelRoles,
     config: Path | None,
+    loop: dict[str, Any],
 ) -> None:
     """Compare our optimizer with DSPy's (GEPA, MIPROv2, COPRO, SIMBA, BootstrapFewShot) at one LM-call budget.
 
@@ -213,8 +206,12 @@ def compare_command(
     (accuracy against LM calls) and programs/<optimizer>.json (each optimized program) under --out. The loop's
     flags (--rounds, --patience, --demos, --min-val-gain, ...) set our loop (`memtrace`, `blame_response`).
     """
-    from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers, parse_optimizers
-    from memtrace_opt.optimizers.teleprompter import LoopSettings
+    from memtrace_opt.optimizers.comparison.compare import (
+        CompareRequest,
+        compare_optimizers,
+        parse_optimizers,
+    )
+    from memtrace_opt.optimizers.loop.settings import LoopSettings
 
     cfg = load_config(config)
     system = system or cfg.get("system")
@@ -229,14 +226,7 @@ def compare_command(
         train=train, val=val, test=test, split=split or "0.4,0.3,0.3", per_split=per_split,
         optimizers=parse_optimizers(optimizers), budget=budget, time_budget=time_budget, attribution=attribution,
         judge=judge, program_settings=dict(cfg.get("settings") or {}), seed=seed,
-        loop=LoopSettings(**_loop_values(dict(cfg.get("optimize") or {}), rounds=rounds, patience=patience,
-                                         candidates=candidates, minibatch=minibatch, local_check=local_check,
-                                         demos=demos, demo_pool=demo_pool, demo_budget=demo_budget,
-                                         compact_demos=compact_demos, pattern_rules=pattern_rules,
-                                         validate_ties=validate_ties,
-                                         min_val_gain=min_val_gain,
-                                         min_val_questions=min_val_questions),
-                          seed=seed),
+        loop=LoopSettings.of(**_loop_values(dict(cfg.get("optimize") or {}), loop, COMPARE_OWN), seed=seed),
     )
     out_console = console()
 

@@ -15,7 +15,7 @@ from memtrace_opt.programs.rag import RAGConfig, RAGMemory
 def test_one_round_with_the_embedded_model():
     models = Models(ModelRoles(task=ModelSpec(model="embedded", max_tokens=256)))
     examples = make_examples(load_sample().conversations)
-    settings = LoopSettings(max_rounds=1, num_candidates=1, minibatch_size=2, max_lm_calls=10, evidence_cases=1)
+    settings = LoopSettings.of(rounds=1, candidates=1, minibatch=2, budget=10, evidence_cases=1)
     optimizer = MemTraceOptimizer.from_models(models, settings=settings, attribution="lineage")
     optimizer.compile(RAGMemory(RAGConfig(top_k=2)), trainset=examples[:2], valset=examples[2:4])
     result = optimizer.result

@@ -12,9 +12,9 @@ from toydata import write_locomo
 
 from memtrace_opt.cli import main
 from memtrace_opt.optimizers import LoopSettings, instructions_of, load_optimized, save_program
-from memtrace_opt.optimizers.compare import CompareRequest, compare_optimizers
+from memtrace_opt.optimizers.comparison.compare import CompareRequest, compare_optimizers
+from memtrace_opt.optimizers.evaluation.program_io import changed_prompts
 from memtrace_opt.optimizers.optimize import OptimizeRequest, optimize_system
-from memtrace_opt.optimizers.program_io import changed_prompts
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import RunDir
 
@@ -27,7 +27,7 @@ def test_optimize_writes_a_loadable_run(tmp_path, fake_models, planted):
     out = tmp_path / "run"
     request = OptimizeRequest(
         system="mem0", data=str(data), out=out, train="toy-a", val="toy-a", test="toy-b", program_path=start,
-        settings=LoopSettings(max_rounds=3, num_candidates=2, minibatch_size=5), attribution="lineage",
+        settings=LoopSettings.of(rounds=3, candidates=2, minibatch=5), attribution="lineage",
     )
     summary = optimize_system(request, models=models)
     assert summary.best_val > summary.baseline_val
@@ -54,9 +54,9 @@ def test_cli_quick_preset_and_run_with_the_program(tmp_path, monkeypatch, capsys
     assert (tmp_path / "opt" / "program.json").is_file()
     config = yaml.safe_load((tmp_path / "opt" / "config.yaml").read_text())
     assert config["optimizer"]["settings"]["local_check"] is False  # the flags reached the loop
-    assert config["optimizer"]["settings"]["max_demos"] == 1 and config["optimizer"]["settings"]["validate_ties"]
+    assert config["optimizer"]["settings"]["demos"] == 1 and config["optimizer"]["settings"]["validate_ties"]
     assert config["optimizer"]["settings"]["min_val_gain"] == 0.1
-    assert config["optimizer"]["settings"]["max_lm_calls"] == 60  # and the preset's settings stayed
+    assert config["optimizer"]["settings"]["budget"] == 60  # and the preset's settings stayed
     manifest = json.loads((tmp_path / "opt" / "manifest.json").read_text())
     assert manifest["optimizer"]["lm_calls"] <= 60 and "baseline" in manifest
     assert json.loads((tmp_path / "opt" / "program.json").read_text())["memtrace"]["system"] == "rag"
@@ -72,7 +72,7 @@ def test_compare_writes_table_json_and_plot(tmp_path, fake_models):
     write_locomo(data, ("toy-a", "toy-b", "toy-c"))
     request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
                              test="toy-c", optimizers=("memtrace", "bootstrap", "blame_response"), budget=20,
-                             attribution="lineage", loop=LoopSettings(num_candidates=2, minibatch_size=5))
+                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5))
     summary = compare_optimizers(request, models=models)
     assert [r.optimizer for r in summary.rows] == ["memtrace", "bootstrap", "blame_response"]
     table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
@@ -107,7 +107,7 @@ def test_compare_keeps_the_finished_rows_when_stopped_between_optimizers(tmp_pat
     write_locomo(data, ("toy-a", "toy-b", "toy-c"))
     request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
                              test="toy-c", optimizers=("bootstrap", "blame_response"), budget=20,
-                             attribution="lineage", loop=LoopSettings(num_candidates=2, minibatch_size=5))
+                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5))
 
     def stop(row):
         raise KeyboardInterrupt
@@ -125,7 +125,7 @@ def test_compare_time_budget_stops_each_optimizer_on_the_clock(tmp_path, fake_mo
     write_locomo(data, ("toy-a", "toy-b", "toy-c"))
     request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
                              test="toy-c", optimizers=("bootstrap", "memtrace"), budget=1000, time_budget=0.0,
-                             attribution="lineage", loop=LoopSettings(num_candidates=2, minibatch_size=5))
+                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5))
     bootstrap, ours = compare_optimizers(request, models=models).rows
     assert bootstrap.stopped_by_budget and bootstrap.lm_calls == 0 and bootstrap.error is None
     assert ours.stopped_by_budget and not ours.details["rounds"]  # the baseline ran; no round had time left
@@ -142,7 +142,7 @@ def test_compare_tells_a_stop_on_the_call_budget_from_one_on_the_clock(tmp_path,
     write_locomo(data, ("toy-a", "toy-b", "toy-c"))
     request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
                              test="toy-c", optimizers=("memtrace",), budget=3, attribution="lineage",
-                             loop=LoopSettings(num_candidates=2, minibatch_size=5))
+                             loop=LoopSettings.of(candidates=2, minibatch=5))
     (ours,) = compare_optimizers(request, models=models).rows
     assert ours.stopped_by_budget and ours.stopped_by == "calls" and ours.lm_calls >= 3
     # a loop that stops with calls left, too few to validate a candidate, stopped on the call budget too
@@ -161,8 +161,8 @@ def test_cli_compare_prints_each_row_question_by_question(tmp_path, monkeypatch,
     written = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert written["loop"]["patience"] == 3 and written["loop"]["min_val_gain"] == 0.05  # the loop's flags reached it
     assert written["loop"]["min_val_questions"] == 3 and written["loop"]["demo_pool"] == 5
-    assert written["loop"]["demo_budget_chars"] == 9000 and written["loop"]["compact_demos"] is False
-    assert written["loop"]["validate_ties"] is False and written["loop"]["max_rounds"] == 6  # and the rest default
+    assert written["loop"]["demo_budget"] == 9000 and written["loop"]["compact_demos"] is False
+    assert written["loop"]["validate_ties"] is False and written["loop"]["rounds"] == 6  # and the rest default
     row = written["rows"][0]
     fixed, broken = len(row["paired"]["fixed"]), len(row["paired"]["broken"])
     assert f"bootstrap: {row['baseline_accuracy']:.3f} -> {row['optimized_accuracy']:.3f} (questions +{fixed} / -{broken}" \

@@ -7,8 +7,8 @@ import pytest
 from memtrace_opt.data import load_sample
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.optimizers import MostBlamed, StrictImprovement
-from memtrace_opt.optimizers.selection import RoundOutcome
-from memtrace_opt.optimizers.splits import make_splits, parse_fractions
+from memtrace_opt.optimizers.evaluation.splits import make_splits, parse_fractions
+from memtrace_opt.optimizers.loop.selection import RoundOutcome
 
 
 def test_most_blamed_picks_the_top_and_moves_on_after_repeated_rejections():
@@ -42,29 +42,29 @@ def test_strict_improvement_accepts_only_a_valset_gain():
     assert "rejected" in rule.on_valset(0.5, 0.4).why
     from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer
 
-    ties = MemTraceOptimizer(settings=LoopSettings(validate_ties=True)).acceptance_for(20)
+    ties = MemTraceOptimizer(settings=LoopSettings.of(validate_ties=True)).acceptance_for(20)
     assert ties.on_minibatch(0.5, 0.5).ok and not ties.on_minibatch(0.5, 0.4).ok and not ties.on_valset(0.5, 0.5).ok
     assert not MemTraceOptimizer().acceptance_for(20).on_minibatch(0.5, 0.5).ok  # the default: a tie is not validated
 
-    margin = MemTraceOptimizer(settings=LoopSettings(min_val_gain=0.05)).acceptance_for(20)  # two questions of 20
+    margin = MemTraceOptimizer(settings=LoopSettings.of(min_val_gain=0.05)).acceptance_for(20)  # two questions of 20
     assert not margin.on_valset(5 / 20, 6 / 20).ok and margin.on_valset(5 / 20, 7 / 20).ok
     assert "+ 0.050" in margin.on_valset(5 / 20, 6 / 20).why
     with pytest.raises(ConfigError, match="min_val_gain"):
-        LoopSettings(min_val_gain=1.5)
+        LoopSettings.of(min_val_gain=1.5)
 
     default = MemTraceOptimizer().acceptance_for(17)  # by default two validation questions net
     assert not default.on_valset(5 / 17, 6 / 17).ok and default.on_valset(5 / 17, 7 / 17).ok
-    assert MemTraceOptimizer(settings=LoopSettings(min_val_questions=1)).acceptance_for(17).on_valset(5 / 17, 6 / 17).ok
-    wide = MemTraceOptimizer(settings=LoopSettings(min_val_gain=0.2)).acceptance_for(17)  # the larger margin wins
+    assert MemTraceOptimizer(settings=LoopSettings.of(min_val_questions=1)).acceptance_for(17).on_valset(5 / 17, 6 / 17).ok
+    wide = MemTraceOptimizer(settings=LoopSettings.of(min_val_gain=0.2)).acceptance_for(17)  # the larger margin wins
     assert not wide.on_valset(5 / 17, 8 / 17).ok and wide.on_valset(5 / 17, 9 / 17).ok
     custom = StrictImprovement()
     assert MemTraceOptimizer(acceptance=custom).acceptance_for(17) is custom  # a rule given is used as is
     with pytest.raises(ConfigError, match="min_val_questions"):
-        LoopSettings(min_val_questions=0)
+        LoopSettings.of(min_val_questions=0)
     with pytest.raises(ConfigError, match="demo_pool"):
-        LoopSettings(demo_pool=-1)
-    with pytest.raises(ConfigError, match="demo_budget_chars"):
-        LoopSettings(demo_budget_chars=0)
+        LoopSettings.of(demo_pool=-1)
+    with pytest.raises(ConfigError, match="demo_budget"):
+        LoopSettings.of(demo_budget=0)
 
 
 def test_question_split_is_deterministic_and_disjoint():
@@ -137,7 +137,7 @@ def test_proposer_asks_for_rules_and_appends_them_and_gives_an_echoed_slot_to_th
 
 def test_a_blame_tie_goes_to_the_predictor_blamed_upstream():
     from memtrace_opt.attribution import Verdict
-    from memtrace_opt.optimizers.blame import Blame
+    from memtrace_opt.optimizers.evaluation.blame import Blame
 
     def verdict(case: str, op_id: str) -> Verdict:
         return Verdict(case, "lineage", "ExtractionError", op_id, "x", None, "", 1.0)
@@ -151,12 +151,12 @@ def test_a_blame_tie_goes_to_the_predictor_blamed_upstream():
 
 
 def test_appended_rules_skip_lines_the_instruction_already_has():
-    from memtrace_opt.optimizers.proposal import _with_rules
+    from memtrace_opt.optimizers.sources.replies import with_rules
 
     current = "Write down the facts.\n- Keep dates, times and places.\n- Write each fact once."
     echoed = "- Keep dates, times and places.\n- Keep dates, times and places.\n- Write each fact once."
-    assert _with_rules(current, echoed) == current  # nothing new: the proposer drops it as an echo
-    assert _with_rules(current, "- Keep dates, times and places.\n- Name the person in every fact.\n"
+    assert with_rules(current, echoed) == current  # nothing new: the proposer drops it as an echo
+    assert with_rules(current, "- Keep dates, times and places.\n- Name the person in every fact.\n"
                                 "- Name the person in every fact.") == current + "\n- Name the person in every fact."
 
 

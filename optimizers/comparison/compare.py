@@ -1,0 +1,289 @@
+"""`memtrace compare`: our loop against DSPy's optimizers on one program, metric, data and LM-call budget.
+
+    summary = compare_optimizers(CompareRequest(system="mem0", data="locomo", train="conv-26",
+                                                val="conv-30", test="conv-41", budget=200, out=Path("cmp")))
+
+Every optimizer starts from the same warmed-up state: the student's memory of every train and validation
+conversation and its replay memo are computed once, before any optimizer runs, and each optimizer gets its
+own copy (nothing one learns is served to another). Each then has `budget` LM calls (task + reflection, plus
+attributor calls for the attribution-guided ones); the optimized program is tested on the held-out split with
+the same metric, question by question against the unoptimized program: which questions it fixed and broke, a
+paired bootstrap interval of the change and an exact sign test (`paired.py`; on a few dozen questions a
+10-point change is seldom told from noise). Writes compare.json, compare.md, compare.png (held-out accuracy
+against LM calls) and each optimizer's program under programs/<optimizer>.json (`load_optimized` or
+`memtrace run --program` loads it).
+
+Optimizer names: memtrace (our loop with `attribution`), blame_response (our loop, every failure blamed on the
+answer op: optimizing without attribution), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
+simba, bootstrap, gepa_attributed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from memtrace_opt.data import load_data
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.lm.models import Models
+from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
+from memtrace_opt.optimizers.comparison.paired import PairedDelta, paired_delta
+from memtrace_opt.optimizers.comparison.plot import plot_accuracy_vs_calls, points_from_rows
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
+from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples, resolve_conversation
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
+from memtrace_opt.optimizers.evaluation.program_io import changed_prompts, demo_changes, save_program
+from memtrace_opt.optimizers.evaluation.qa import QAContext
+from memtrace_opt.optimizers.evaluation.splits import SplitRequest, make_splits
+from memtrace_opt.optimizers.loop.budget import LMBudget
+from memtrace_opt.optimizers.loop.settings import LoopSettings
+from memtrace_opt.optimizers.loop.teleprompter import METERED_ROLES, MemTraceOptimizer
+from memtrace_opt.programs import make_program
+from memtrace_opt.rundir import write_json
+
+__all__ = ["OURS", "ALL_OPTIMIZERS", "AnswerShape", "CompareRequest", "CompareRow", "CompareSummary",
+           "compare_optimizers", "parse_optimizers"]
+
+log = logging.getLogger(__name__)
+
+OURS = ("memtrace", "blame_response")
+ALL_OPTIMIZERS = (*OURS, *BASELINES)
+DEFAULT_OPTIMIZERS = ("memtrace", "gepa", "mipro", "copro", "simba", "bootstrap", "blame_response")
+
+
+def parse_optimizers(text: str | Sequence[str]) -> tuple[str, ...]:
+    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
+    unknown = [n for n in names if n not in ALL_OPTIMIZERS]
+    if unknown:
+        raise ConfigError(f"unknown optimizer {unknown[0]!r}; choose from {', '.join(ALL_OPTIMIZERS)}")
+    if not names:
+        raise ConfigError("--optimizers names no optimizer")
+    return tuple(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class CompareRequest(SplitRequest):
+    optimizers: tuple[str, ...] = DEFAULT_OPTIMIZERS
+    budget: int = 200
+    time_budget: float | None = None  # seconds of wall time per optimizer, on top of the LM-call budget
+    attribution: str = "graphtrace"
+    loop: LoopSettings = field(default_factory=LoopSettings)
+    judge: bool = False
+    program_settings: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+
+@dataclass
+class CompareRow:
+    optimizer: str
+    baseline_accuracy: float
+    optimized_accuracy: float | None
+    lm_calls: int
+    tokens: int
+    seconds: float
+    stopped_by_budget: bool = False
+    changed_predictors: list[str] = field(default_factory=list)  # names: instruction or demos changed
+    error: str | None = None
+    calls_to_best: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)  # our loop's rounds (blame, candidates, decisions)
+    demos: dict[str, int] = field(default_factory=dict)  # predictor -> demos it ends with, where they changed
+    paired: PairedDelta | None = None  # question by question against the baseline on the held-out split
+    answers: AnswerShape | None = None  # the held-out answers' mean F1 and length, before and after
+    stopped_by: str | None = None  # with stopped_by_budget: "calls" (the LM-call budget) or "time" (the clock)
+
+    def changed_label(self) -> str:
+        """The table's `changed` cell: each changed predictor, with its demo count where its demos changed."""
+        def label(name: str) -> str:
+            if name not in self.demos:
+                return name
+            count = self.demos[name]
+            return f"{name} ({count} demo{'' if count == 1 else 's'})"
+
+        return ", ".join(label(name) for name in self.changed_predictors) or "-"
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.optimized_accuracy is None else self.optimized_accuracy - self.baseline_accuracy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "delta": self.delta, "paired": self.paired.to_dict() if self.paired else None}
+
+
+@dataclass(frozen=True)
+class AnswerShape:
+    """The held-out answers before and after optimizing: mean token F1 and mean length in words. Accuracy under
+    the token rule rises when an answer grows to hold the gold words among many others; F1 falls then, and the
+    word count shows it."""
+
+    f1_before: float
+    f1_after: float
+    words_before: float
+    words_after: float
+
+    @classmethod
+    def of(cls, before: EvalResult, after: EvalResult) -> AnswerShape:
+        return cls(round(before.mean_f1, 4), round(after.mean_f1, 4), round(before.mean_words, 2),
+                   round(after.mean_words, 2))
+
+    def cells(self) -> tuple[str, str]:
+        """The table's `mean F1` and `words` cells."""
+        return (f"{self.f1_before:.3f} → {self.f1_after:.3f}", f"{self.words_before:.1f} → {self.words_after:.1f}")
+
+
+@dataclass
+class CompareSummary:
+    out: Path
+    rows: list[CompareRow]
+    baseline_accuracy: float
+    test_questions: int
+
+    def markdown(self, title: str = "") -> str:
+        lines = [f"### {title}" if title else "", "",
+                 "| optimizer | held-out before | held-out after | delta | fixed / broken | 95% CI, p | mean F1 | words "
+                 "| LM calls | to best | tokens | wall s | stop | changed |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for row in self.rows:
+            after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
+            delta = "" if row.delta is None else f"{row.delta * 100:+.1f} pts"
+            stop = (row.stopped_by or "budget") if row.stopped_by_budget else ("error" if row.error else "own")
+            to_best = "-" if row.calls_to_best is None else str(row.calls_to_best)
+            moved, interval = row.paired.cells() if row.paired else ("-", "-")
+            f1, words = row.answers.cells() if row.answers else ("-", "-")
+            lines.append(f"| {row.optimizer} | {row.baseline_accuracy:.3f} | {after} | {delta} | {moved} | {interval} | "
+                         f"{f1} | {words} | {row.lm_calls} | "
+                         f"{to_best} | {row.tokens} | {row.seconds:.0f} | {stop} | {row.changed_label()} |")
+        lines.append("")
+        lines.append(f"{self.test_questions} held-out questions; fixed / broken: questions wrong before and right after, "
+                     "and the reverse; 95% CI: paired bootstrap interval of the delta in points, p: exact sign test on "
+                     "the fixed and broken questions; mean F1 and words: the held-out answers' token F1 and length, before "
+                     "→ after (the token rule counts a long answer holding the gold words as right; F1 does not); "
+                     "LM calls are task + reflection (+ attributor) calls; "
+                     "'to best': LM calls spent when the returned program was first reached; stop: the LM-call "
+                     "budget (calls), the time budget (time) or the optimizer's own stop (own).")
+        return "\n".join(lines).lstrip() + "\n"
+
+
+def _warm_context(student: Any, conversations: Sequence[Any], models: Models) -> QAContext:
+    """A QAContext holding the student's memory of every conversation (its cost is nobody's budget)."""
+    context = QAContext()
+    with dspy.context(lm=models.task):
+        for index, conversation in enumerate(conversations, 1):
+            key, conv = resolve_conversation(conversation)
+            started = time.perf_counter()
+            context.memorized(student, key, conv)
+            log.info("memorized %s (%d/%d) in %.0f s", conv.sample_id, index, len(conversations),
+                     time.perf_counter() - started)
+    return context
+
+
+def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], val: list[Any], models: Models,
+          context: QAContext, metric: AnswerMetric) -> tuple[Any, int, int, str | None, int, dict[str, Any]]:
+    """Our loop on the request; returns the program, LM calls, tokens, what stopped it ("calls", "time" or None
+    for its own stop), the calls to its best program and its rounds."""
+    method = "blame_response" if name == "blame_response" else request.attribution
+    settings = request.loop.with_values({"budget": request.budget, "time_budget": request.time_budget})
+    optimizer = MemTraceOptimizer(
+        metric, task_lm=models.task, reflection_lm=models.reflection, attributor_lm=models.attributor,
+        usage=models.usage, settings=settings, attribution=method, memo=context.memo.copy(),
+        storage=None,  # an in-memory study: a comparison always starts from scratch
+    )
+    program = optimizer.compile(student, trainset=train, valset=val)
+    result = optimizer.result
+    assert result is not None
+    part = result.manifest_part()
+    details = {k: v for k, v in part.items() if k in ("baseline", "rounds")}
+    if "interrupted" in part["optimizer"]:
+        details["interrupted"] = part["optimizer"]["interrupted"]
+    # "budget" also when it stopped with calls left that could not take another candidate to a validation
+    stopped_by = {"budget": "calls", "time": "time"}.get(result.stop_reason)
+    return program, result.lm_calls, result.tokens, stopped_by, result.calls_to_best, details
+
+
+def _write_tables(out: Path, request: CompareRequest, splits: Any, metric: AnswerMetric, baseline: float,
+                  rows: Sequence[CompareRow], test_questions: int) -> None:
+    """compare.json and compare.md with the rows so far."""
+    write_json(out / "compare.json", {
+        "schema_version": 2,  # 2: `loop` by the knobs' names (the flags'), flat
+        "system": request.system,
+        "data": request.data,
+        "splits": splits.to_dict(),
+        "budget": request.budget,
+        "time_budget": request.time_budget,
+        "loop": request.loop.to_dict(),  # our loop's settings (the budget and clock above replace its own)
+        "metric": metric.name,
+        "models": request.roles.to_dict(),
+        "baseline_accuracy": baseline,
+        "rows": [row.to_dict() for row in rows],
+    })
+    summary = CompareSummary(out, list(rows), baseline, test_questions)
+    (out / "compare.md").write_text(summary.markdown(f"{request.system} on {request.data}, budget {request.budget}"),
+                                    encoding="utf-8")
+
+
+def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
+                       on_row: Callable[[CompareRow], None] | None = None) -> CompareSummary:
+    out = Path(request.out)
+    out.mkdir(parents=True, exist_ok=True)
+    dataset = load_data(request.data, request.data_slice)
+    splits = make_splits(dataset, train=request.train, val=request.val, test=request.test, split=request.split,
+                         per_split=request.per_split, seed=request.seed)
+    if not splits.test:
+        raise ConfigError("compare needs held-out test questions (--test, or a --split with a test share)")
+    models = models if models is not None else Models.from_roles(request.roles)
+    metric = AnswerMetric(judge=request.judge, judge_lm=models.judge if request.judge else None)
+    student = make_program(request.system, request.program_settings)
+    train, val = make_examples(splits.train), make_examples(splits.val)
+    test_cases = case_refs(make_examples(splits.test))
+    conversations = [*splits.train, *splits.val, *splits.test]
+    log.info("%s: memorizing %d conversation slices (questions: %s)", request.system, len(conversations),
+             splits.sizes())
+    context = _warm_context(student, conversations, models)
+    tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system})
+    before = tester.evaluate(student, test_cases)
+    baseline, correct_before = before.accuracy, before.correctness()
+    log.info("%s: held-out accuracy before optimizing %.3f", request.system, baseline)
+    rows: list[CompareRow] = []
+    for name in request.optimizers:
+        log.info("%s: running %s (budget %d LM calls)", request.system, name, request.budget)
+        started = time.perf_counter()
+        meter = LMBudget(models.usage, None, METERED_ROLES)
+        stopped, error, program, to_best, ours_stop = False, None, student, None, None
+        details: dict[str, Any] = {}
+        try:
+            if name in OURS:
+                program, calls, tokens, ours_stop, to_best, details = _ours(name, request, student, train, val,
+                                                                            models, context, metric)
+                stopped = ours_stop is not None
+            else:
+                run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
+                                   context=context, seed=request.seed, time_budget=request.time_budget)
+                program, calls, tokens, stopped, error = run.program, run.lm_calls, run.tokens, run.stopped_by_budget, run.error
+                to_best = run.calls_to_best
+        except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
+            log.exception("%s failed", name)
+            calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
+        stopped_by = ours_stop or (("calls" if calls >= request.budget else "time") if stopped else None)
+        accuracy, paired, answers = None, None, None
+        if error is None:
+            after = tester.evaluate(program, test_cases)
+            accuracy, paired = after.accuracy, paired_delta(correct_before, after.correctness(), seed=request.seed)
+            answers = AnswerShape.of(before, after)
+            # the winner is ready to deploy: `memtrace run --program DIR/programs/NAME.json`
+            save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})
+        row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
+                         changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
+                         paired, answers, stopped_by)
+        rows.append(row)
+        _write_tables(out, request, splits, metric, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
+        if on_row is not None:
+            on_row(row)
+    summary = CompareSummary(out, rows, baseline, len(test_cases))
+    points = points_from_rows(rows, baseline)
+    plot_accuracy_vs_calls(points, baseline, out / "compare.png", title=f"{request.system}: held-out accuracy vs LM calls")
+    return summary

@@ -1,0 +1,42 @@
+"""The validation gate: a candidate on the valset, accepted when the acceptance rule says its score improves
+on the current program's; it does not start when the LM calls left cannot carry it there
+(`Status.NOT_VALIDATED`: a resumed run with a larger budget validates it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dspy
+
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
+from memtrace_opt.optimizers.evaluation.examples import CaseRef
+from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
+from memtrace_opt.optimizers.gates.decision import Decision, Status
+from memtrace_opt.optimizers.loop.budget import LMBudget
+from memtrace_opt.optimizers.sources.base import Candidate
+
+__all__ = ["ValidationGate"]
+
+
+@dataclass(frozen=True)
+class ValidationGate:
+    """`cases` (the valset), on which the program scores `current`; `rule` decides, `budget` says whether a
+    validation of at least the given LM calls can start."""
+
+    evaluator: CachedEvaluator
+    cases: Sequence[CaseRef]
+    current: float
+    rule: AcceptanceRule
+    budget: LMBudget
+
+    def unaffordable(self, calls: int) -> Decision | None:
+        """The decision not to validate, when fewer than `calls` LM calls are left; None when it can start."""
+        if why := self.budget.shortfall(calls):
+            return Decision.of(Status.NOT_VALIDATED, "not validated: {why}", why=why)
+        return None
+
+    def run(self, program: dspy.Module, candidate: Candidate) -> tuple[float, Decision]:
+        """The candidate's valset accuracy and the rule's decision on it."""
+        val = self.evaluator.evaluate(candidate.apply(program), self.cases).accuracy
+        return val, self.rule.on_valset(self.current, val)

@@ -1,0 +1,217 @@
+"""What an optimization records: per candidate, per round, and the result. Plain values with `to_dict` /
+`from_dict`; `RoundRecord.to_dict()` is exactly one entry of the manifest's `rounds` list:
+
+    {round, blame_counts: {predictor: n}, not_fixable: {op_name: n}, chosen_predictor, previous_instruction,
+     candidates: [{instruction, minibatch_score, val_score, accepted, why[, local][, demos][, origin]}],
+     accepted, val_accuracy, findings: [{pattern, cases}],
+     lm_calls, seconds}
+
+A candidate for an upstream predictor carries `local: {blamed, fixed, kept, broken, lm_calls}`, its local check
+(`local_check.py`); one the check rejected has no minibatch score. The demos candidate (the current instruction
+with worked examples from the predictor's own correct calls, `demos.py`) carries `demos`: the predictor's whole
+demo list if it is accepted, one dict of field values per demo. A proposal carries `origin`: "reflection" (the
+reflection LM wrote it) or "pattern:NAME" (a diagnosed pattern's rule appended, `diagnosis.py`); the round's best
+rewrite validated with its demos candidate's demos, when both passed the minibatch, is `origin: "combined"`, with
+no minibatch score.
+
+`lm_calls` is the metered LM calls the round spent (task, reflection, attributor), `seconds` its wall time. A
+round the budget cut short is not among the rounds (it resumes with a larger budget); the manifest's
+`optimizer.interrupted` shows how far it got: `{round, chosen_predictor, blame_counts, candidates:
+[{instruction, minibatch_score}], why}` (a score is null for a candidate not evaluated yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+
+from memtrace_opt.optimizers.sources.base import DEMOS, REFLECTION, Candidate
+
+__all__ = ["CandidateRecord", "RoundRecord", "OptimizationResult"]
+
+
+@dataclass(frozen=True)
+class CandidateRecord:
+    instruction: str
+    minibatch_score: float | None
+    val_score: float | None
+    accepted: bool
+    why: str
+    local: dict[str, Any] | None = None  # the local check's counts, for a candidate that had one
+    demos: list[dict[str, Any]] | None = None  # the predictor's whole demo list, for a demos candidate
+    origin: str | None = None  # a proposal's source: "reflection", "pattern:NAME" (`diagnosis.py`) or "combined"
+
+    @classmethod
+    def of(cls, candidate: Candidate, minibatch_score: float | None, val_score: float | None, accepted: bool,
+           why: str, local: dict[str, Any] | None = None) -> CandidateRecord:
+        """The record of `candidate` (the demos candidate is recorded without an origin, as it always was)."""
+        return cls(candidate.instruction, minibatch_score, val_score, accepted, why, local, candidate.demo_list(),
+                   None if candidate.origin == DEMOS else candidate.origin)
+
+    def candidate(self, predictor: str) -> Candidate:
+        """This record as the candidate it was, for `predictor`."""
+        origin = self.origin or (DEMOS if self.demos is not None else REFLECTION)
+        return Candidate.of(predictor, self.instruction, self.demos, origin)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "instruction": self.instruction,
+            "minibatch_score": self.minibatch_score,
+            "val_score": self.val_score,
+            "accepted": self.accepted,
+            "why": self.why,
+        }
+        if self.local is not None:
+            out["local"] = dict(self.local)
+        if self.demos is not None:
+            out["demos"] = [dict(d) for d in self.demos]
+        if self.origin is not None:
+            out["origin"] = self.origin
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CandidateRecord:
+        return cls(
+            instruction=str(data["instruction"]),
+            minibatch_score=data.get("minibatch_score"),
+            val_score=data.get("val_score"),
+            accepted=bool(data.get("accepted", False)),
+            why=str(data.get("why", "")),
+            local=dict(data["local"]) if data.get("local") is not None else None,
+            demos=[dict(d) for d in data["demos"]] if data.get("demos") is not None else None,
+            origin=data.get("origin"),
+        )
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    round: int
+    blame_counts: dict[str, int]
+    not_fixable: dict[str, int]
+    chosen_predictor: str | None
+    previous_instruction: str | None
+    candidates: list[CandidateRecord]
+    accepted: bool
+    val_accuracy: float
+    lm_calls: int
+    seconds: float = 0.0
+    lm_calls_total: int | None = None  # the optimization's LM calls when the round ended (baseline included)
+    findings: list[dict[str, Any]] = field(default_factory=list)  # the diagnosis: [{pattern, cases}]
+
+    @property
+    def accepted_instruction(self) -> str | None:
+        return next((c.instruction for c in self.candidates if c.accepted), None)
+
+    @property
+    def accepted_candidate(self) -> Candidate | None:
+        """The candidate the round took (None: it changed nothing)."""
+        if not self.chosen_predictor:
+            return None
+        return next((c.candidate(self.chosen_predictor) for c in self.candidates if c.accepted), None)
+
+    @property
+    def accepted_demos(self) -> list[dict[str, Any]] | None:
+        """The demos the accepted candidate set (None: it changed the instruction only)."""
+        return next((c.demos for c in self.candidates if c.accepted), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "blame_counts": dict(self.blame_counts),
+            "not_fixable": dict(self.not_fixable),
+            "chosen_predictor": self.chosen_predictor,
+            "previous_instruction": self.previous_instruction,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "accepted": self.accepted,
+            "val_accuracy": self.val_accuracy,
+            "lm_calls": self.lm_calls,
+            "lm_calls_total": self.lm_calls_total,
+            "seconds": round(self.seconds, 2),
+            "findings": [dict(f) for f in self.findings],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RoundRecord:
+        return cls(
+            round=int(data["round"]),
+            blame_counts={str(k): int(v) for k, v in (data.get("blame_counts") or {}).items()},
+            not_fixable={str(k): int(v) for k, v in (data.get("not_fixable") or {}).items()},
+            chosen_predictor=data.get("chosen_predictor"),
+            previous_instruction=data.get("previous_instruction"),
+            candidates=[CandidateRecord.from_dict(c) for c in data.get("candidates") or []],
+            accepted=bool(data.get("accepted", False)),
+            val_accuracy=float(data.get("val_accuracy", 0.0)),
+            lm_calls=int(data.get("lm_calls", 0)),
+            seconds=float(data.get("seconds", 0.0)),
+            lm_calls_total=int(data["lm_calls_total"]) if data.get("lm_calls_total") is not None else None,
+            findings=[dict(f) for f in data.get("findings") or []],
+        )
+
+
+@dataclass
+class OptimizationResult:
+    """The outcome of `MemTraceOptimizer.compile`: the program, the baseline and every round."""
+
+    program: dspy.Module
+    baseline_val: float
+    rounds: list[RoundRecord] = field(default_factory=list)
+    stop_reason: str = ""
+    lm_calls: int = 0
+    lm_calls_by_role: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+    seconds: float = 0.0
+    study_name: str = ""
+    storage: str | None = None
+    trials: dict[str, int] = field(default_factory=dict)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: dict[str, Any] | None = None  # the round the budget cut short, as far as it got
+
+    @property
+    def best_val(self) -> float:
+        accepted = [r.val_accuracy for r in self.rounds if r.accepted]
+        return max([self.baseline_val, *accepted])
+
+    @property
+    def calls_to_best(self) -> int:
+        """LM calls spent up to the end of the last round that accepted a change (0: the student is best)."""
+        accepted = [i for i, r in enumerate(self.rounds) if r.accepted]
+        if not accepted:
+            return 0
+        total = self.rounds[accepted[-1]].lm_calls_total
+        if total is not None:
+            return total
+        # a round recorded before rounds kept the running total: a round cut short after it counts too
+        before_rounds = self.lm_calls - sum(r.lm_calls for r in self.rounds)
+        return before_rounds + sum(r.lm_calls for r in self.rounds[: accepted[-1] + 1])
+
+    def manifest_part(self) -> dict[str, Any]:
+        """The manifest keys this optimization owns: baseline, rounds, and an `optimizer` summary."""
+        return {
+            "baseline": {"val_accuracy": self.baseline_val},
+            "rounds": [r.to_dict() for r in self.rounds],
+            "optimizer": {
+                "name": "memtrace",
+                "stop_reason": self.stop_reason,
+                "best_val_accuracy": self.best_val,
+                "calls_to_best": self.calls_to_best,
+                "lm_calls": self.lm_calls,
+                "lm_calls_by_role": dict(self.lm_calls_by_role),
+                "tokens": self.tokens,
+                "seconds": round(self.seconds, 2),
+                "study": {"name": self.study_name, "storage": _redact(self.storage), "trials": dict(self.trials)},
+                **({"interrupted": self.interrupted} if self.interrupted else {}),
+            },
+        }
+
+
+def _redact(url: str | None) -> str | None:
+    """A storage URL without a password (user:secret@host -> user:***@host)."""
+    if not url or "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"

@@ -1,0 +1,176 @@
+"""One round of the closed loop, as a pipeline of typed candidates:
+
+1. plan: trace the minibatch, attribute its failures, choose the most blamed predictor, ask the candidate
+   sources for `Candidate`s (the reflection LM's rewrites, the diagnosed patterns' rules, the demos candidate);
+2. the gates, in a chain (`trials.py`): the local check on the blamed calls (an upstream predictor), the
+   minibatch, the valset for the best rewrite and for the demos candidate, the rewrite with the demos when
+   both pass;
+3. the choice: at most one candidate is taken; every candidate ends with a `Decision`.
+
+Every step that costs LM calls is recorded in the study before the next begins, so a killed round resumes:
+the round's plan is study attribute `round:N` (`RoundPlan`); each candidate is a trial keyed by
+`Candidate.key`; the outcome is `round_done:N` (`RoundRecord`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+
+from memtrace_opt.optimizers.evaluation.blame import attribute_failures
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
+from memtrace_opt.optimizers.evaluation.evidence import build_evidence, describe
+from memtrace_opt.optimizers.evaluation.examples import CaseRef
+from memtrace_opt.optimizers.evaluation.program_io import instructions_digest, instructions_of
+from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
+from memtrace_opt.optimizers.gates.local_check import LocalCase, local_cases
+from memtrace_opt.optimizers.loop.budget import LMBudget
+from memtrace_opt.optimizers.loop.plan import RoundPlan, calls_to_rerun
+from memtrace_opt.optimizers.loop.records import RoundRecord
+from memtrace_opt.optimizers.loop.selection import ModuleSelector, RoundOutcome
+from memtrace_opt.optimizers.loop.study import StudyLedger
+from memtrace_opt.optimizers.loop.trials import RoundTrials
+from memtrace_opt.optimizers.sources.base import Candidate, CandidateSource, ProposalSettings, SourceRequest
+from memtrace_opt.tracing import OpEvent
+
+__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "interrupted_round", "predictor_ops"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RoundContext:
+    """What every round shares."""
+
+    ledger: StudyLedger
+    evaluator: CachedEvaluator
+    budget: LMBudget
+    selector: ModuleSelector
+    sources: Sequence[CandidateSource]
+    acceptance: AcceptanceRule
+    attribution: Any
+    attributor_lm: Any
+    attribution_config: Any
+    valset: Sequence[CaseRef]
+    proposal: ProposalSettings
+    system: str = ""
+    predictors: Sequence[str] = ()
+    local_check: bool = True
+    val_ops: dict[str, int] = field(default_factory=dict)  # each predictor's op calls in a run of the valset
+
+    def validation_calls(self, predictor: str) -> int:
+        """The LM calls validating a candidate for `predictor` takes at least (0: not known)."""
+        return calls_to_rerun(self.val_ops, predictor)
+
+    def plan(self, number: int) -> RoundPlan | None:
+        stored = self.ledger.get(f"round:{number}")
+        return None if stored is None else RoundPlan.from_dict(stored)
+
+
+def predictor_ops(evaluation: EvalResult) -> dict[str, int]:
+    """Each predictor's op calls in `evaluation`'s traced runs, replayed ones included: what a change to its
+    prompt makes run again."""
+    counts = Counter(e.predictor for trace in evaluation.traces.values() for e in trace.events
+                     if isinstance(e, OpEvent) and e.predictor)
+    return dict(counts)
+
+
+@dataclass
+class RoundOutcomeFull:
+    """A finished round: its record, the program after it, its verdicts (dicts) and whether it was cut short."""
+
+    record: RoundRecord
+    program: dspy.Module
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    budget_hit: bool = False
+
+
+def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Sequence[CaseRef],
+          history: Sequence[RoundOutcome]) -> RoundPlan:
+    """Trace the minibatch, attribute failures, choose the predictor, ask the sources; record the plan."""
+    evaluation = ctx.evaluator.evaluate(program, minibatch)
+    blame = attribute_failures(
+        evaluation, evaluation.failed(), method=ctx.attribution, lm=ctx.attributor_lm,
+        predictors=ctx.predictors, system=ctx.system, config=ctx.attribution_config,
+    )
+    chosen = ctx.selector.select(blame.counts(), history)
+    instructions = instructions_of(program)
+    candidates: list[Candidate] = []
+    evidence_summary: dict[str, Any] = {}
+    checks: list[LocalCase] = []
+    if chosen is not None and not ctx.budget.exhausted():
+        evidence = build_evidence(chosen, instructions, evaluation, blame, ctx.evaluator.memo,
+                                  max_cases=ctx.proposal.evidence_cases)
+        evidence_summary = describe(evidence)
+        if ctx.local_check:
+            checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.proposal.evidence_cases)
+        earlier = [plan for plan in map(ctx.plan, range(1, number)) if plan is not None]
+        request = SourceRequest(number, program, chosen, evidence, evaluation, ctx.evaluator.memo,
+                                ctx.proposal.candidates, earlier)
+        for source in ctx.sources:
+            candidates += source.propose(request, candidates)
+    plan = RoundPlan(
+        round=number, minibatch=tuple(case.case_id for case in minibatch), minibatch_score=evaluation.accuracy,
+        minibatch_ops=predictor_ops(evaluation), blame_counts=blame.counts(), not_fixable=blame.not_fixable,
+        chosen_predictor=chosen, previous_instruction=instructions.get(chosen) if chosen else None,
+        candidates=tuple(candidates), evidence=evidence_summary,
+        verdicts=tuple({**v.to_dict(), "round": number} for v in blame.verdicts),
+        local_cases=tuple(case.to_dict() for case in checks),
+    )
+    existing = ctx.plan(number)
+    if existing is not None:  # another worker sharing the study planned this round first: follow its plan
+        return existing
+    ctx.ledger.put(f"round:{number}", plan.to_dict())
+    return plan
+
+
+def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val: float,
+              minibatch: Sequence[CaseRef], history: Sequence[RoundOutcome]) -> RoundOutcomeFull:
+    """Run (or resume) round `number` from `program` whose valset accuracy is `current_val`."""
+    spent_before, started = ctx.budget.spent(), time.perf_counter()
+    plan = ctx.plan(number)
+    if plan is None:
+        plan = _plan(ctx, number, program, minibatch, history)
+    else:
+        by_id = {case.case_id: case for case in minibatch}
+        minibatch = [by_id[i] for i in plan.minibatch if i in by_id] or list(minibatch)
+    tested = RoundTrials(ctx, plan, program, current_val, minibatch).run()
+    new_program = tested.taken.apply(program) if tested.taken is not None else program
+    record = RoundRecord(
+        round=number, blame_counts=dict(plan.blame_counts), not_fixable=dict(plan.not_fixable),
+        chosen_predictor=plan.chosen_predictor, previous_instruction=plan.previous_instruction,
+        candidates=tested.records, accepted=tested.taken is not None, val_accuracy=tested.val,
+        lm_calls=ctx.budget.spent() - spent_before, seconds=time.perf_counter() - started, findings=plan.findings,
+    )
+    return RoundOutcomeFull(record, new_program, [dict(v) for v in plan.verdicts], tested.budget_hit)
+
+
+def interrupted_round(ledger: StudyLedger, number: int, program: dspy.Module, why: str) -> dict[str, Any]:
+    """How far round `number` (started from `program`) got before the budget cut it short: its plan, if it was
+    recorded, and the minibatch score of each candidate evaluated (None for the others)."""
+    stored = ledger.get(f"round:{number}")
+    if stored is None:
+        return {"round": number, "chosen_predictor": None, "blame_counts": {}, "candidates": [],
+                "why": f"{why}, before its proposals were recorded (tracing, attributing or proposing)"}
+    plan = RoundPlan.from_dict(stored)
+    parent = instructions_digest(instructions_of(program))
+    candidates = []
+    for candidate in plan.candidates:
+        key = candidate.key(number, parent)
+        attrs = ledger.finished(key, wait_seconds=0) or ledger.partial(key) or {}
+        entry: dict[str, Any] = {"instruction": candidate.instruction, "minibatch_score": attrs.get("minibatch_score")}
+        if candidate.demos is not None:
+            entry["demos"] = len(candidate.demos)
+        if attrs.get("local") is not None:
+            entry["local"] = attrs["local"]
+        if attrs.get("local_rejected"):
+            entry["why"] = attrs.get("why", "")
+        candidates.append(entry)
+    return {"round": number, "chosen_predictor": plan.chosen_predictor, "blame_counts": dict(plan.blame_counts),
+            "candidates": candidates, "why": why}

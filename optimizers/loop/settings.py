@@ -1,0 +1,103 @@
+"""`LoopSettings`: the one settings tree of the loop, each part owned by what reads it.
+
+    LoopSettings                      rounds, patience, minibatch, budget, time_budget, local_check, seed, threads
+      .proposal   ProposalSettings    candidates, pattern_rules, evidence_cases     (sources/base.py)
+      .demo       DemoSettings        demos, demo_pool, demo_budget, compact_demos, demo_chars (sources/demo_source.py)
+      .acceptance AcceptanceSettings  validate_ties, min_val_gain, min_val_questions (gates/acceptance.py)
+
+One name per knob, end to end: the flag `--demo-budget`, the config file's `optimize: {demo_budget: ...}`, the
+field `DemoSettings.demo_budget`, the argument `predictor_demos(demo_budget=...)` and the constant `DEMO_BUDGET`.
+`LoopSettings.of(rounds=4, demos=0)` builds the tree from knob names; `to_dict()` is that flat form. The CLI
+generates the flags of `optimize` and `compare` from the knobs (`knobs(LoopSettings)`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.optimizers.gates.acceptance import AcceptanceSettings
+from memtrace_opt.optimizers.loop.knobs import knob
+from memtrace_opt.optimizers.sources.base import ProposalSettings
+from memtrace_opt.optimizers.sources.demo_source import DemoSettings
+
+__all__ = ["LEGACY_NAMES", "LoopSettings"]
+
+_PARTS = {"proposal": ProposalSettings, "demo": DemoSettings, "acceptance": AcceptanceSettings}
+
+# the names the knobs had before they took their flags' (a settings dict written by an earlier release, and
+# the study name, which digests the settings under these names so that a run started then still resumes)
+LEGACY_NAMES = {"rounds": "max_rounds", "candidates": "num_candidates", "minibatch": "minibatch_size",
+                "budget": "max_lm_calls", "time_budget": "max_seconds", "demos": "max_demos",
+                "demo_budget": "demo_budget_chars"}
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The loop's knobs (see the module docstring; the optimizer's steps are in `teleprompter.py`).
+    `budget` / `time_budget` None mean no budget; `minibatch` training cases per round; `local_check` re-runs an
+    upstream predictor's blamed calls under each candidate before its minibatch replay (`gates/local_check.py`)."""
+
+    rounds: int = knob(6, "At most N rounds.")
+    patience: int = knob(2, "Stop after N rounds without an accepted change.")
+    minibatch: int = knob(8, "Training questions per round.")
+    budget: int | None = knob(None, "LM-call budget (task + reflection + attributor calls).")
+    time_budget: float | None = knob(None, "Stop the rounds after this many seconds.")
+    local_check: bool = knob(True, "Re-run the blamed calls under each candidate for an upstream predictor before "
+                                   "replaying the write path (default: on).", flag="--local-check/--no-local-check")
+    seed: int = 0
+    threads: int = 1
+    proposal: ProposalSettings = field(default_factory=ProposalSettings)
+    demo: DemoSettings = field(default_factory=DemoSettings)
+    acceptance: AcceptanceSettings = field(default_factory=AcceptanceSettings)
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1 or self.patience < 1 or self.proposal.candidates < 1 or self.minibatch < 1:
+            raise ConfigError("optimizer: rounds, patience, candidates and minibatch must be >= 1")
+
+    @classmethod
+    def of(cls, **values: Any) -> LoopSettings:
+        """The settings with `values` (knob names, e.g. `rounds=4, demos=0`) over the defaults."""
+        return cls().with_values(values)
+
+    def with_values(self, values: Mapping[str, Any]) -> LoopSettings:
+        """These settings with `values` (knob names; an earlier release's names are read too) replaced."""
+        own = {f.name for f in dataclasses.fields(self)} - set(_PARTS)
+        changes: dict[str, Any] = {}
+        parts: dict[str, dict[str, Any]] = {name: {} for name in _PARTS}
+        for key, value in values.items():
+            name = _OLD_TO_NEW.get(key, key)
+            part = _OWNER.get(name)
+            if part is not None:
+                parts[part][name] = value
+            elif name in own:
+                changes[name] = value
+            else:
+                raise ConfigError(f"optimizer: unknown setting {key!r}; settings: {', '.join(sorted(_ALL))}")
+        for part, given in parts.items():
+            if given:
+                changes[part] = dataclasses.replace(getattr(self, part), **given)
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every knob by its name, flat (the form of the config file's `optimize:` keys)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _PARTS}
+        for part in _PARTS:
+            out.update(dataclasses.asdict(getattr(self, part)))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoopSettings:
+        return cls.of(**data)
+
+    def legacy_dict(self) -> dict[str, Any]:
+        """`to_dict()` under the names an earlier release used (the study name digests this form)."""
+        return {LEGACY_NAMES.get(name, name): value for name, value in self.to_dict().items()}
+
+
+_OWNER = {f.name: part for part, settings in _PARTS.items() for f in dataclasses.fields(settings)}
+_OLD_TO_NEW = {old: new for new, old in LEGACY_NAMES.items()}
+_ALL = set(_OWNER) | {f.name for f in dataclasses.fields(LoopSettings)} - set(_PARTS)

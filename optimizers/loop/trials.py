@@ -1,0 +1,271 @@
+"""The gate chain over a round plan's candidates, and the round's choice among them.
+
+Each candidate is a `Trial`: its study trial, its scores and the `Decision` it ends with. In order: the local
+check (an upstream predictor's blamed calls re-run), the minibatch, then the valset for the best rewrite and
+for the demos candidate (a minibatch of six or eight ranks candidates of one kind only), the rewrite joined with
+the demos when both pass; at most one candidate is taken. A candidate the calls left cannot carry is not
+started; one that passed the minibatch but cannot be validated stays unfinished in the study (`cut`), and a
+resumed run validates it from its minibatch score.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+from memtrace_opt.optimizers.evaluation.examples import CaseRef
+from memtrace_opt.optimizers.evaluation.program_io import instructions_digest, instructions_of
+from memtrace_opt.optimizers.gates.decision import Decision, Status
+from memtrace_opt.optimizers.gates.local_check import LocalCase, LocalCheckGate
+from memtrace_opt.optimizers.gates.minibatch import MinibatchGate
+from memtrace_opt.optimizers.gates.validation import ValidationGate
+from memtrace_opt.optimizers.loop.plan import RoundPlan, calls_to_rerun
+from memtrace_opt.optimizers.loop.records import CandidateRecord
+from memtrace_opt.optimizers.loop.study import TrialHandle
+from memtrace_opt.optimizers.sources.base import Candidate
+from memtrace_opt.optimizers.sources.combination import combine
+
+if TYPE_CHECKING:
+    from memtrace_opt.optimizers.loop.rounds import RoundContext
+
+__all__ = ["RoundTested", "RoundTrials", "Trial"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Trial:
+    """One candidate's way through the round's gates: its study trial, its scores, the decision it ended with.
+    `restored` holds the attributes of a trial a run before this one finished: its decision stands."""
+
+    number: int  # 1-based, as the log and the reasons name it
+    candidate: Candidate
+    key: str
+    restored: Mapping[str, Any] | None = None
+    handle: TrialHandle | None = None
+    local: dict[str, Any] | None = None
+    minibatch: float | None = None
+    val: float | None = None
+    decision: Decision | None = None
+    cut: bool = False  # passed the minibatch, not validated for want of calls: resumed from its score
+
+    @classmethod
+    def restore(cls, number: int, candidate: Candidate, key: str, done: Mapping[str, Any]) -> Trial:
+        accepted = bool(done.get("accepted"))
+        status = Status(done["status"]) if done.get("status") else Status.ACCEPTED if accepted else Status.REJECTED
+        rejected_locally = bool(done.get("local_rejected"))
+        return cls(number, candidate, key, restored=done, local=done.get("local"),
+                   minibatch=None if rejected_locally else float(done.get("minibatch_score") or 0.0),
+                   val=done.get("val_score"), decision=Decision.recorded(status, str(done.get("why", ""))))
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision is not None and self.decision.status is Status.ACCEPTED
+
+    def record(self) -> CandidateRecord:
+        candidate, decision = self.candidate, self.decision
+        minibatch = self.restored.get("minibatch_score") if self.restored is not None else self.minibatch
+        return CandidateRecord.of(candidate, minibatch, self.val, self.accepted, decision.why if decision else "",
+                                  self.local)
+
+    def close(self) -> None:
+        """The trial's end in the study: COMPLETE with a valset score, else PRUNED (a cut one stays unfinished:
+        a resumed run validates it from its minibatch score)."""
+        if self.handle is None or self.restored is not None or self.handle.state != "running":
+            return
+        why, status = (self.decision.why, self.decision.status.value) if self.decision else ("", "")
+        if self.val is not None:
+            self.handle.validated(self.val, accepted=self.accepted, why=why, status=status)
+        elif not self.cut:
+            self.handle.pruned(accepted=False, why=why, status=status)
+
+
+@dataclass
+class RoundTested:
+    """The candidates' records, the one taken (None: the round changed nothing), the valset accuracy after the
+    round and whether the budget cut it short."""
+
+    records: list[CandidateRecord]
+    taken: Candidate | None
+    val: float
+    budget_hit: bool
+
+
+class RoundTrials:
+    """The gate chain over a plan's candidates and the round's choice (see the module docstring)."""
+
+    def __init__(self, ctx: RoundContext, plan: RoundPlan, program: dspy.Module, current_val: float,
+                 minibatch: Sequence[CaseRef]) -> None:
+        self.ctx, self.plan, self.program, self.current_val = ctx, plan, program, current_val
+        self.number, self.chosen = plan.round, plan.chosen_predictor or ""
+        self.parent = instructions_digest(instructions_of(program))
+        checks = [LocalCase.from_dict(case) for case in plan.local_cases] if ctx.local_check else []
+        self.local_gate = LocalCheckGate(checks, ctx.evaluator.task_lm) if checks else None
+        self.minibatch_gate = MinibatchGate(ctx.evaluator, minibatch, plan.minibatch_score, ctx.acceptance)
+        self.validation_gate = ValidationGate(ctx.evaluator, ctx.valset, current_val, ctx.acceptance, ctx.budget)
+        self.minibatch_calls = calls_to_rerun(plan.minibatch_ops, self.chosen)
+        # a candidate's validation re-runs the valset questions its minibatch run did not answer already (the memo
+        # keeps those): with the valset the training set, as `memtrace optimize` without --val has it, they overlap
+        shared = {case.case_id for case in minibatch} & {case.case_id for case in ctx.valset}
+        size = len(ctx.valset)
+        self.val_calls = ctx.validation_calls(self.chosen) * (size - len(shared)) // max(1, size)
+        self.trials: list[Trial] = []
+        self.budget_hit = False
+        self.stack = contextlib.ExitStack()
+
+    def run(self) -> RoundTested:
+        if not self.plan.chosen_predictor or not self.plan.candidates:
+            return RoundTested([], None, self.current_val, False)
+        with self.stack:
+            self._through_minibatch()
+            best, combined = self._choose()
+            for trial in self.trials:
+                trial.close()
+            records = [trial.record() for trial in self.trials]
+            if combined is not None:
+                records.append(combined.record())
+        taken = best or (combined if combined is not None and combined.accepted else None)
+        val = self.current_val if taken is None or taken.val is None else float(taken.val)
+        return RoundTested(records, None if taken is None else taken.candidate, val, self.budget_hit)
+
+    # the local check and the minibatch --------------------------------------------------------------------
+    def _through_minibatch(self) -> None:
+        ctx = self.ctx
+        for i, candidate in enumerate(self.plan.candidates):
+            key = candidate.key(self.number, self.parent)
+            done = ctx.ledger.finished(key)
+            if done is not None:
+                self.trials.append(Trial.restore(i + 1, candidate, key, done))
+                continue
+            prior = ctx.ledger.partial_score(key)
+            needed = self.minibatch_calls + self.val_calls
+            if prior is None and not ctx.budget.can_afford(needed):
+                # what is left cannot carry this candidate through its minibatch and a validation: the calls go
+                # to validating the candidates scored so far, and the round resumes with a larger budget
+                log.info("round %d: candidates from %d on not evaluated: %s LM calls left, at least %d needed",
+                         self.number, i + 1, ctx.budget.left(), needed)
+                self.budget_hit = True
+                return
+            trial = Trial(i + 1, candidate, key)
+            attrs = {"round": self.number, "predictor": self.chosen, "candidate": i, "instruction": candidate.instruction,
+                     "origin": candidate.origin, **({"demos": len(candidate.demos)} if candidate.demos is not None else {})}
+            trial.handle = handle = self.stack.enter_context(ctx.ledger.trial(key, attrs))
+            self.trials.append(trial)
+            if prior is None and self.local_gate is not None:
+                result, decision = self.local_gate.check(self.program, candidate)
+                trial.local = result.to_dict()
+                handle.set("local", trial.local)
+                log.info("round %d candidate %d for %s: %s (%d LM calls)", self.number, i + 1, self.chosen,
+                         decision.why, result.lm_calls)
+                if not decision.ok:
+                    trial.decision = decision
+                    handle.pruned(accepted=False, why=decision.why, local_rejected=True, status=decision.status.value)
+                    continue
+            trial.minibatch = prior if prior is not None else self.minibatch_gate.score(self.program, candidate)
+            handle.minibatch(trial.minibatch)
+            log.info("round %d candidate %d for %s%s: minibatch %.3f (current %.3f)", self.number, i + 1, self.chosen,
+                     f" (+{len(candidate.demos)} demos)" if candidate.demos is not None else "", trial.minibatch,
+                     self.plan.minibatch_score)
+
+    # the valset and the choice ------------------------------------------------------------------------------
+    def _choose(self) -> tuple[Trial | None, Trial | None]:
+        """The best rewrite and the demos candidate each go on: a minibatch of six or eight ranks candidates of
+        one kind, but in a long_context run it put a rewrite (0.333) above two demos (0.167) that would have
+        gained two validation questions where the rewrite gained one. When both pass the minibatch, the rewrite
+        is validated with the demos, the demos alone beside it. Returns the trial taken among the plan's
+        candidates and the combination's trial (None when there is none)."""
+        scored = sorted((t for t in self.trials if t.minibatch is not None), key=lambda t: (-(t.minibatch or 0.0), t.number))
+        leaders: dict[bool, Trial] = {}
+        for trial in scored:
+            leaders.setdefault(trial.candidate.sets_demos, trial)
+        contenders = sorted(leaders.values(), key=lambda t: (-(t.minibatch or 0.0), t.number))
+        gates = {t.number: self.minibatch_gate.decide(t.minibatch or 0.0) for t in contenders}
+        together = len(leaders) == 2 and all(gate.ok for gate in gates.values())
+        for trial in scored:
+            if trial.restored is not None:
+                continue
+            if trial not in contenders:
+                leader = leaders[trial.candidate.sets_demos]
+                trial.decision = Decision.of(
+                    Status.OUTRANKED, "not validated: candidate {leader} goes first on the minibatch ({first:.3f}; "
+                    "this one {this:.3f})", leader=leader.number, first=leader.minibatch, this=trial.minibatch)
+                continue
+            trial.decision = gates[trial.number]
+            if together and trial is leaders[False]:
+                trial.decision = Decision.of(Status.DEFERRED, "not validated alone: validated with the demos of "
+                                             "candidate {demos}", demos=leaders[True].number)
+            elif trial.decision.ok:
+                self._validate(trial)
+        passed = [t for t in contenders if t.accepted]
+        decided = [t for t in passed if t.restored is not None]  # accepted before the run was cut: it stands
+        best = decided[0] if decided else max(passed, key=lambda t: (t.val or 0.0, t.minibatch or 0.0, -t.number),
+                                              default=None)
+        combined = None
+        if together and not decided:
+            combined = self._combination(leaders[False].candidate, leaders[True].candidate,
+                                         best.val if best is not None else None)
+            # cut for want of calls after the demos passed: the round stands with the demos, and the next round
+            # proposes its rewrites on top of them; before they passed, the round resumes
+            if best is None and combined.decision is not None and combined.decision.status is Status.NOT_VALIDATED:
+                self.budget_hit = True
+            lone = leaders[False]
+            if (lone.restored is None and best is None and combined.val is not None and not combined.accepted):
+                self._validate(lone)  # neither the demos nor the two together passed: the rewrite may do better alone
+                if lone.accepted:
+                    passed, best = [lone], lone
+        if combined is not None and combined.accepted:
+            for trial in passed:
+                if trial.restored is None:
+                    trial.decision = Decision.of(
+                        Status.OUTRANKED, "passed, but the rewrite of candidate {rewrite} with these demos is taken "
+                        "(valset {joined:.3f}; these demos alone {alone:.3f})", rewrite=leaders[False].number,
+                        joined=combined.val or 0.0, alone=trial.val or 0.0)
+            best = None
+        for trial in passed:  # two passed: the better on the valset is taken
+            if best is not None and trial is not best and trial.restored is None:
+                trial.decision = Decision.of(
+                    Status.OUTRANKED, "passed, but candidate {best} is taken (valset {best_val:.3f}, minibatch "
+                    "{best_mb:.3f}; this one {val:.3f}, {mb:.3f})", best=best.number, best_val=best.val or 0.0,
+                    best_mb=best.minibatch or 0.0, val=trial.val or 0.0, mb=trial.minibatch or 0.0)
+        return best, combined
+
+    def _validate(self, trial: Trial) -> None:
+        """`trial` through the validation gate, or marked cut when the calls left cannot take it there."""
+        refused = self.validation_gate.unaffordable(self.val_calls)
+        if refused is not None:
+            trial.decision, trial.cut, self.budget_hit = refused, True, True
+            return
+        trial.val, trial.decision = self.validation_gate.run(self.program, trial.candidate)
+        log.info("round %d candidate %d for %s: %s", self.number, trial.number, self.chosen, trial.decision.why)
+
+    def _combination(self, rewrite: Candidate, demos: Candidate, rival: float | None) -> Trial:
+        """The rewrite with the demos, validated: taken when it passes the acceptance rule and, if the demos alone
+        passed too (valset `rival`), beats them. A run cut short and resumed finds its decision in the study."""
+        candidate = combine(rewrite, demos)
+        key = candidate.key(self.number, self.parent)
+        done = self.ctx.ledger.finished(key)
+        if done is not None:
+            return Trial.restore(0, candidate, key, done)
+        trial = Trial(0, candidate, key)
+        # all of the valset's calls: no minibatch run answered any under this prompt
+        refused = self.validation_gate.unaffordable(self.ctx.validation_calls(self.chosen))
+        if refused is not None:  # no study trial: a resumed run tries it
+            trial.decision = refused
+            return trial
+        handle = self.stack.enter_context(self.ctx.ledger.trial(key, {
+            "round": self.number, "predictor": self.chosen, "instruction": candidate.instruction,
+            "demos": len(candidate.demos or ()), "origin": candidate.origin}))
+        val, decision = self.validation_gate.run(self.program, candidate)
+        if decision.ok and rival is not None:
+            decision = (decision.also(", and above the demos alone ({rival:.3f})", rival=rival) if val > rival else
+                        Decision.of(Status.REJECTED, "rejected: valset {val:.3f} not above the demos alone "
+                                    "({rival:.3f})", val=val, rival=rival))
+        trial.val, trial.decision = val, decision
+        handle.validated(val, accepted=trial.accepted, why=decision.why, status=decision.status.value)
+        log.info("round %d: the rewrite with the demos for %s: %s", self.number, self.chosen, decision.why)
+        return trial

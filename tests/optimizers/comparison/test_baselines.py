@@ -1,0 +1,25 @@
+"""Each DSPy optimizer adapter runs on a tiny budget and stays within it."""
+
+from __future__ import annotations
+
+import pytest
+
+from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
+from memtrace_opt.programs.mem0 import Mem0Memory
+
+
+@pytest.mark.parametrize("name", sorted(BASELINES))
+def test_adapter_runs_within_budget(name, fake_models, planted, examples):
+    models, _ = fake_models
+    run = run_baseline(name, planted, examples[:6], examples[6:], models=models, budget=24)
+    assert run.error is None, run.error
+    assert 0 < run.lm_calls <= 24
+    assert isinstance(run.program, Mem0Memory)
+    assert [n for n, _ in run.program.named_predictors()] == [n for n, _ in planted.named_predictors()]
+
+
+def test_gepa_finds_the_fix_within_budget(fake_models, planted, examples):
+    models, _ = fake_models
+    run = run_baseline("gepa", planted, examples[:6], examples[6:], models=models, budget=60)
+    fixed = dict(run.program.named_predictors())["extract_facts.predict"].signature.instructions
+    assert "date" in fixed.lower()

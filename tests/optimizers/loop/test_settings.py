@@ -1,0 +1,56 @@
+"""The settings tree: one name per knob from the flag to the consumer; the study name stays what it was."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from memtrace_opt.cli import app
+from memtrace_opt.errors import ConfigError
+from memtrace_opt.optimizers import LoopSettings
+from memtrace_opt.optimizers.loop.knobs import knobs
+
+FLAGS = ["--rounds", "--patience", "--minibatch", "--budget", "--time-budget", "--local-check", "--candidates",
+         "--pattern-rules", "--demos", "--demo-pool", "--demo-budget", "--compact-demos", "--validate-ties",
+         "--min-val-gain", "--min-val-questions"]
+# LoopSettings().to_dict() before the knobs took their flags' names: the study name digests this form
+OLD_DEFAULTS = {"max_rounds": 6, "patience": 2, "num_candidates": 3, "minibatch_size": 8, "max_lm_calls": None,
+                "evidence_cases": 3, "seed": 0, "threads": 1, "max_seconds": None, "local_check": True, "max_demos": 2,
+                "demo_chars": 8000, "validate_ties": False, "min_val_gain": 0.0, "min_val_questions": 2,
+                "demo_pool": 24, "demo_budget_chars": 20000, "compact_demos": True, "pattern_rules": True}
+
+
+def test_each_knob_is_named_as_its_flag():
+    assert [k.flag.split("/")[0] for k in knobs(LoopSettings)] == FLAGS
+    assert all(k.flag.split("/")[0] == "--" + k.name.replace("_", "-") for k in knobs(LoopSettings))
+
+
+def test_the_tree_is_built_from_knob_names_and_written_flat():
+    settings = LoopSettings.of(rounds=4, candidates=2, demos=0, demo_budget=9000, min_val_questions=1)
+    assert (settings.rounds, settings.proposal.candidates, settings.demo.demos, settings.demo.demo_budget,
+            settings.acceptance.min_val_questions) == (4, 2, 0, 9000, 1)
+    assert LoopSettings.from_dict(settings.to_dict()) == settings
+    assert {"rounds", "demos", "demo_budget", "min_val_questions"} <= set(settings.to_dict())
+
+
+def test_an_earlier_releases_names_are_read_and_the_study_name_digests_them():
+    assert LoopSettings.of(max_rounds=4, max_demos=0) == LoopSettings.of(rounds=4, demos=0)
+    assert LoopSettings().legacy_dict() == OLD_DEFAULTS
+
+
+def test_an_unknown_or_bad_setting_is_a_clear_error():
+    with pytest.raises(ConfigError, match="unknown setting 'rouds'"):
+        LoopSettings.of(rouds=3)
+    with pytest.raises(ConfigError, match="demo_budget"):
+        LoopSettings.of(demo_budget=0)
+
+
+@pytest.mark.parametrize("command", ["optimize", "compare"])
+def test_the_commands_flags_are_generated_from_the_knobs(command):
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "240", "NO_COLOR": "1"})
+    assert result.exit_code == 0
+    shown = set(re.findall(r"--[a-z][a-z-]+", result.output))
+    own = {"--budget", "--time-budget"} if command == "compare" else set()  # compare's budget is per optimizer
+    assert set(FLAGS) - own <= shown and "--full-demos" in shown and "--no-local-check" in shown

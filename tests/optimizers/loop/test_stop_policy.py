@@ -1,0 +1,44 @@
+"""The stop policy: plateau, rounds, LM calls and time; the budget's own feasibility test."""
+
+from __future__ import annotations
+
+import time
+
+from parts import budget, spend
+
+from memtrace_opt.optimizers import RoundRecord, StopPolicy, StopReason
+
+
+def record(accepted: bool) -> RoundRecord:
+    return RoundRecord(1, {}, {}, "answer.predict", "Answer.", [], accepted, 0.5, 3)
+
+
+def test_patience_rounds_without_a_change_stop_it_and_a_change_resets_the_count():
+    policy, unbounded = StopPolicy(patience=2), budget(None)
+    assert policy.after(record(False), unbounded) is None
+    assert policy.after(record(True), unbounded) is None
+    assert policy.after(record(False), unbounded) is None
+    assert policy.after(record(False), unbounded) is StopReason.PLATEAU
+
+
+def test_the_budget_spent_or_cut_among_candidates_stops_it():
+    assert StopPolicy(patience=5).after(record(True), budget(10, spent=10)) is StopReason.BUDGET
+    assert StopPolicy(patience=5).after(record(True), budget(10, spent=2), cut=True) is StopReason.BUDGET
+    late = budget(None, deadline=time.monotonic() - 1)
+    assert StopPolicy(patience=5).after(record(True), late) is StopReason.TIME
+
+
+def test_no_round_starts_that_could_not_validate_one_candidate():
+    policy = StopPolicy(patience=2, least_validation=5)
+    assert policy.before(1, budget(10, spent=5)) is None
+    assert policy.before(1, budget(10, spent=6)) is StopReason.BUDGET
+    assert policy.before(1, budget(None, deadline=time.monotonic() - 1)) is StopReason.TIME
+    assert StopPolicy(patience=2).before(1, budget(10, spent=9)) is None  # the cost unknown: never stops work
+
+
+def test_the_budgets_feasibility():
+    left = budget(10)
+    assert left.can_afford(10) and not left.can_afford(11) and left.can_afford(0)
+    spend(left.usage, 4)
+    assert left.shortfall(7) == "6 LM calls left, a validation takes at least 7" and left.shortfall(6) == ""
+    assert left.stop_reason() == "budget"
