@@ -30,6 +30,8 @@ from memtrace_opt.tracing.events import (
     read_events,
 )
 from memtrace_opt.tracing.graph import (
+    CONTENT,
+    GRAPH_SCHEMA_VERSION,
     answer_node,
     build_graph,
     graph_from_json,
@@ -108,6 +110,8 @@ __all__ = [
     "program_instructions",
     "replay_active",
     # graph
+    "GRAPH_SCHEMA_VERSION",
+    "CONTENT",
     "build_graph",
     "save_graph",
     "load_graph",
