@@ -92,7 +92,18 @@ def _summary(run: RunArtifacts) -> dict[str, Any]:
         "ended_at": manifest.get("ended_at"),
         "seconds": manifest.get("seconds"),
         "versions": manifest.get("versions") or {},
+        "lineage": _lineage(run),
     }
+
+
+def _lineage(run: RunArtifacts) -> list[str]:
+    """The end-of-run lineage warnings, recomputed from the run's graphs (so older runs get them too)."""
+    try:
+        from memtrace_opt.tracing.lineage_check import describe_breaks, lineage_check
+    except ImportError:  # a partial install: the report still renders
+        return []
+    graphs = (run.graph(path) for path in run.graph_files())
+    return describe_breaks(lineage_check(G) for G in graphs if G is not None)
 
 
 # failed questions ----------------------------------------------------------------------------------------
