@@ -123,6 +123,7 @@ class Builder:
         self.turn_texts = ContentIndex()  # turn node -> its text, grouped by session
         self.unit_texts = ContentIndex()  # live unit version -> its text
         self.unit_seq: dict[str, int] = {}  # unit version -> seq of the op that wrote it
+        self.var_texts = ContentIndex()  # "var#i" -> the text of a var (or of its i-th element)
 
     def graph(self, attrs: dict[str, Any]) -> nx.MultiDiGraph:
         G = nx.MultiDiGraph()
@@ -245,8 +246,10 @@ class Builder:
             if var is not None:
                 self._consume(var, node)
         linked = self._link_values(inputs, node) if self.whole else _NOTHING
-        if self.content and (self.turn_texts or self.unit_texts):
-            self._link_content(event, refs, linked, node, bool(store), own_writes)
+        if self.content and (self.turn_texts or self.unit_texts or self.var_texts):
+            fed = self._link_content(event, refs, linked, node, bool(store), own_writes)
+            if not fed and self.var_texts and not linked and not _reads(refs, store):
+                self._link_var_texts(inputs, node)  # nothing else feeds it: a value it reworked (joined, formatted)
         for record in store:
             unit = self.mem(record.unit)
             if record.action == "read":
@@ -287,37 +290,53 @@ class Builder:
             self._index_writes(store, seq)
 
     def _link_content(self, event: OpEvent, refs: list[tuple[str, Any]], linked: set[int], node: str,
-                      touches_store: bool, own_writes: set[str]) -> None:
+                      touches_store: bool, own_writes: set[str]) -> bool:
         """Content lineage (rule 6), only where the typed refs say nothing: turns whose text an input string
         holds, for an op with no turn among its inputs; units whose text it holds, for an op with no unit among
         its inputs and no store event; units whose text an output string copies, for such an op that took no
         turn either (it read them). Input values already linked to an earlier var by value are not searched
         (their content is traced through that var). Edges are marked `via: content`; a typed edge of the same
-        pair wins."""
+        pair wins. True when it linked anything."""
         edges, turns, units = self.edges, self.turn_texts, self.unit_texts
         typed_turns = any(ref.startswith("turn:") for ref, _ in refs)
         search_units = bool(units) and not touches_store and not any(ref.startswith("mem:") for ref, _ in refs)
+        if typed_turns and not search_units:
+            return False
         found_turn = typed_turns
+        found = False
         for text in _unlinked_strings(event.inputs or {}, linked):
             if turns and not typed_turns:
                 for turn in turns.find(text):
                     edges.setdefault((turn, node, "input"), CONTENT)
-                    found_turn = True
+                    found_turn = found = True
             if search_units:
-                self._link_units(units.find(text), node, own_writes)
+                found = self._link_units(units.find(text), node, own_writes) or found
         if search_units and not found_turn:
             outputs = event.outputs or {}
             if not any(ref.startswith("mem:") for ref in refs_in_values(outputs)):
                 for name, value in outputs.items():
                     if name != "error":
                         for text in strings_in(value):
-                            self._link_units(units.find(text), node, own_writes)
+                            found = self._link_units(units.find(text), node, own_writes) or found
+        return found
 
-    def _link_units(self, found: tuple[str, ...], node: str, own_writes: set[str]) -> None:
+    def _link_var_texts(self, inputs: dict[str, Any], node: str) -> None:
+        """An op nothing else feeds: the earlier vars whose strings (a whole string, or one element of a list)
+        its input strings hold, e.g. a note joined from the facts an LM op returned. Marked `via: content`."""
+        for text in _unlinked_strings(inputs, _NOTHING):
+            for key in self.var_texts.find(text):
+                var = key.split("#", 1)[0]
+                if self.var_seq[var] not in self.ancestors:
+                    self.edges.setdefault((var, node, "input"), CONTENT)
+
+    def _link_units(self, found: tuple[str, ...], node: str, own_writes: set[str]) -> bool:
+        linked = False
         for unit in found:
             # never the op's own writes, nor a unit an enclosing op wrote (it may have been written after)
             if unit not in own_writes and self.unit_seq.get(unit) not in self.ancestors:
                 self.edges.setdefault((unit, node, "input"), CONTENT)
+                linked = True
+        return linked
 
     def _index_writes(self, store: list[StoreRecord], seq: int) -> None:
         """After an op is linked: the unit versions it wrote become findable, the versions they replace not."""
@@ -332,6 +351,13 @@ class Builder:
                 self.unit_texts.add(node, record.unit.get("text"))
 
     def _index(self, value: Any, var: str) -> None:
+        if self.content:
+            if type(value) is str:
+                self.var_texts.add(f"{var}#", value)
+            elif type(value) is list:
+                for i, item in enumerate(value):
+                    if type(item) is str:
+                        self.var_texts.add(f"{var}#{i}", item)
         key = _key(value)
         if key is None:
             return
@@ -372,6 +398,12 @@ class Builder:
 
 
 _NOTHING: set[int] = set()
+
+
+def _reads(refs: list[tuple[str, Any]], store: list[StoreRecord]) -> bool:
+    """Whether an op has an input from memory or the conversation (a ref other than the question, a read)."""
+    return any(not ref.startswith("q:") for ref, _ in refs) or any(
+        r.action == "read" or r.previous is not None for r in store)
 
 
 def _unlinked_strings(inputs: dict[str, Any], linked: set[int]) -> Iterator[str]:

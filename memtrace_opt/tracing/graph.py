@@ -25,7 +25,9 @@ How edges are derived, per op call in `seq` order:
    op's outputs that copies a unit's text (the op read it). Texts are matched on word tokens (case,
    punctuation and spacing aside) and need at least 4 of them; where several turns say the same thing, those
    of the session most other matches belong to are kept. Never the op's own writes, never a typed edge
-   replaced (a pair linked both ways keeps the typed edge, without `via`).
+   replaced (a pair linked both ways keeps the typed edge, without `via`). An op that nothing else feeds
+   (no ref but the question, no store read, no value match, no turn or unit text) is linked the same way to
+   the earlier vars whose strings its input strings hold (a note joined from an LM op's facts).
 
 Schema versions: 2 adds the `via` edge attribute (rule 6); a schema-1 graph (every edge typed, no `via`)
 reads as it is.

@@ -114,6 +114,20 @@ def test_a_replaced_or_deleted_version_is_no_longer_matched():
     assert not any(v == "op:4" for _, v in edges)
 
 
+def test_an_op_fed_only_a_reworked_value_is_linked_to_the_var_it_came_from():
+    facts = ["Ann adopted a kitten called Pepper", "Ann's sister moved to Denver"]
+    events = [
+        RunStart(system="notes", dataset="test", sample_id="s1"),
+        *TURNS,
+        _op(0, "notes.write", {"session": "Ann: " + TURNS[0].text}, {"facts": facts}),
+        _op(1, "notes.store", {"note": " ".join(facts) + "."}, {}),
+        _op(2, "notes.other", {"question": "Where does the sister live now?"}, {}),
+    ]
+    G = build_graph(events)
+    assert ("var:0:facts", "op:1") in _content_edges(G)
+    assert not any(v == "op:2" for _, v in G.in_edges("op:2"))
+
+
 def test_a_graph_with_content_edges_round_trips():
     G = build_graph(_events())
     text = graph_to_json(G)
