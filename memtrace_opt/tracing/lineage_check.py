@@ -28,7 +28,7 @@ import networkx as nx
 from memtrace_opt.memory.values import refs_in
 from memtrace_opt.tracing._content import strings_in, tokens
 
-__all__ = ["OpBreak", "LineageCheck", "lineage_check", "describe_breaks", "merge_checks"]
+__all__ = ["OpBreak", "LineageCheck", "lineage_check", "describe_breaks", "describe_content", "merge_checks"]
 
 log = logging.getLogger(__name__)
 
@@ -239,3 +239,12 @@ def describe_breaks(checks: Iterable[LineageCheck]) -> list[str]:
             f"{'s' if merged.conversations != 1 else ''} have no path from any conversation turn, so attribution "
             "cannot follow them (their failures land on the first op it sees)")
     return [head, *(f"lineage: {b.message()}" for b in merged.breaks)]
+
+
+def describe_content(checks: Iterable[LineageCheck]) -> str | None:
+    """A note naming the ops whose turns were found only by their text (None when there are none)."""
+    ops = merge_checks(checks).via_content
+    if not ops:
+        return None
+    return (f"{', '.join(ops)} received the conversation as plain text; lineage was found by matching each "
+            "turn's text (edges marked via: content). Passing the Turn objects makes it exact.")

@@ -49,7 +49,12 @@ def test_a_program_whose_op_hides_its_inputs_is_warned_once_per_op(tmp_path, cap
 def test_never_on_the_built_in_systems_nor_on_plain_strings(tmp_path, caplog, system):
     lines, summary = _run(tmp_path, system, caplog)
     assert lines == []
-    assert build_payload(load_run(summary.run_dir))["summary"]["lineage"] == []
+    report = build_payload(load_run(summary.run_dir))["summary"]
+    assert report["lineage"] == []
+    # the program passing strings is linked by content, and the report says so (the others are typed)
+    assert (report["lineage_content"] is not None) == (system == "notes_twins:StringNotes")
+    if report["lineage_content"]:
+        assert report["lineage_content"].startswith("notes.write received the conversation as plain text")
 
 
 def _events(session_text: str) -> list:
