@@ -12,6 +12,11 @@
    calls, store writes with updates and deletes, retrievals with reads, answers); also writing and reading
    the events file. Target: at least 100k events/s.
 3. Replay reuse: the Mem0 run replayed with no change, and with a rewritten answer instruction.
+4. Content lineage cost: `build_graph` on the largest LoCoMo conversation (most turn text; needs the LoCoMo
+   file, skipped without it), from the events of a fake-LM run of each of `--content-systems`, with content
+   lineage off (before) and on (after), best CPU time of `--repeats`; and the same Mem0 events with every
+   turn and unit passed as a plain string (turns as "Speaker: text" transcripts, units as their text, store
+   reads dropped), the worst case: every op's values searched for turn and unit texts.
 
 A calibration line (a plain 10M-step Python loop) says how fast this machine is at the time of the run.
 Exit status 0 when both targets are met (the overhead one with the simulated latency).
@@ -286,15 +291,112 @@ def bench_replay(sessions: int) -> dict[str, Any]:
             "changed_lm_calls": changed.lm_calls, "changed_rerun_by_op": changed.rerun_by_op}
 
 
+# content lineage on the largest LoCoMo conversation ---------------------------------------------------
+def largest_locomo(spec: str = "locomo") -> Conversation | None:
+    """The LoCoMo conversation with the most turn text, or None when the dataset file is not found."""
+    from memtrace_opt.data import load_data
+    from memtrace_opt.errors import MemtraceError
+
+    try:
+        conversations = load_data(spec).conversations
+    except (MemtraceError, OSError):
+        return None
+    return max(conversations, key=lambda c: sum(len(t.text) for t in c.turns()))
+
+
+def _as_strings(value: Any) -> Any:
+    """A JSON value with turns as "Speaker: text" lines (a list of turns as one transcript) and units as their
+    text; questions stay typed (the protocol's answer op takes the Question)."""
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) and "$turn" in v for v in value):
+            return "\n".join(f"{v.get('speaker')}: {v.get('text')}" for v in value)
+        return [_as_strings(v) for v in value]
+    if isinstance(value, dict):
+        if "$turn" in value:
+            return f"{value.get('speaker')}: {value.get('text')}"
+        if "$mem" in value:
+            return value.get("text")
+        if "$question" in value:
+            return value
+        return {k: _as_strings(v) for k, v in value.items()}
+    return value
+
+
+def stringified(events: list) -> list:
+    """The events of a run as if its ops passed plain strings (see `_as_strings`); store reads dropped."""
+    from dataclasses import replace
+
+    out = []
+    for event in events:
+        if isinstance(event, StoreRecord) and event.action == "read":
+            continue
+        if isinstance(event, OpEvent):
+            event = replace(event, inputs=_as_strings(event.inputs), outputs=_as_strings(event.outputs))
+        out.append(event)
+    return out
+
+
+def _content_edges(G: Any) -> int:
+    return sum(1 for *_, data in G.edges(data=True) if data.get("via"))
+
+
+def bench_content(systems: list[str], repeats: int, spec: str = "locomo") -> dict[str, Any] | None:
+    """Graph-build CPU seconds with content lineage off and on, per system, on the largest LoCoMo conversation."""
+    from memtrace_opt.programs import make_program
+    from memtrace_opt.testing.skills import default_skills
+
+    conversation = largest_locomo(spec)
+    if conversation is None:
+        return None
+    logs: dict[str, list] = {}
+    for system in systems:
+        program = make_program(system, {"embedder": "hash"})
+        with dspy.context(lm=fake_lm(default_skills())):
+            logs[system] = trace_conversation(program, conversation).events
+    if "mem0" in logs:
+        logs["mem0, values as strings"] = stringified(logs["mem0"])
+    rows = {}
+    for name, events in logs.items():
+        best = {}
+        for content in (False, True):
+            times = []
+            for _ in range(repeats):
+                began = time.process_time()
+                G = build_graph(events, content_lineage=content)
+                times.append(time.process_time() - began)
+            best[content] = min(times)
+        rows[name] = {"events": len(events), "before_s": best[False], "after_s": best[True],
+                      "content_edges": _content_edges(G), "edges": G.number_of_edges()}
+    turns = sum(len(s.turns) for s in conversation.sessions)
+    return {"sample_id": conversation.sample_id, "turns": turns, "questions": len(conversation.questions),
+            "rows": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=24)
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--latency-ms", type=float, default=50.0, help="simulated LM latency for the second run")
+    parser.add_argument("--content-systems", default="rag,mem0,long_context,evermemos",
+                        help="systems whose LoCoMo events measure content lineage (comma-separated)")
+    parser.add_argument("--only-content", action="store_true", help="run the content lineage benchmark only")
     args = parser.parse_args(argv)
 
     print(f"machine         10M-step Python loop: {calibrate():.2f} s CPU (about 0.4 s on an unloaded desktop core)")
+    c = bench_content([s for s in args.content_systems.split(",") if s], args.repeats)
+    if c is None:
+        print("content lineage skipped: the LoCoMo file was not found (memtrace data fetch locomo)")
+    else:
+        print(f"content lineage build_graph on LoCoMo {c['sample_id']} ({c['turns']} turns, {c['questions']} "
+              f"questions), best of {args.repeats}, CPU, content lineage off -> on:")
+        for name, row in c["rows"].items():
+            print(f"  {name:<24} {row['events']:>6} events  {row['before_s']:.3f}s -> {row['after_s']:.3f}s "
+                  f"({100 * (row['after_s'] / row['before_s'] - 1):+.0f}%)  {row['content_edges']} content edges "
+                  f"of {row['edges']}")
+    if args.only_content:
+        return 0
+
     o = bench_overhead(args.repeats, args.sessions)
     print(f"hook overhead   zero-latency fake LM, best of {args.repeats}: untraced {o['cpu']['plain']:.3f}s CPU, "
           f"no-op DSPy callback {o['cpu']['noop']:.3f}s ({o['dispatch_cpu_pct']:+.1f}%), "

@@ -151,6 +151,7 @@ def run_system(
         save_graph,
         trace_conversation,
     )
+    from memtrace_opt.tracing.lineage_check import LineageCheck, describe_breaks, lineage_check
 
     started = time.time()
     dataset = dataset if dataset is not None else load_data(request.data, request.data_slice)
@@ -179,6 +180,7 @@ def run_system(
     rows_lock = threading.Lock()
     op_failures = 0
     tracker = _Progress(dataset, models, console, progress)
+    lineage: list[LineageCheck] = []  # list.append is atomic: conversation threads append concurrently
 
     def one_conversation(conversation: Conversation) -> int:
         graph_rel = str(run.graph_path(conversation.sample_id).relative_to(run.root))
@@ -231,7 +233,9 @@ def run_system(
                 on_session_done=tracker.session_done,
                 on_question_done=on_question_done,
             )
-        save_graph(build_graph(traced.events), run.graph_path(conversation.sample_id))
+        graph = build_graph(traced.events)
+        save_graph(graph, run.graph_path(conversation.sample_id))
+        lineage.append(lineage_check(graph))
         # Judge after the conversation's questions are answered: interleaving judge calls with answer calls
         # would evict the answer prompts' shared prefix from a local model's KV cache. The answers are already
         # safe in events.jsonl.
@@ -247,6 +251,8 @@ def run_system(
             op_failures = sum(one_conversation(c) for c in dataset.conversations)
 
     table = category_table(rows)
+    for line in describe_breaks(lineage):  # once per op, after every conversation
+        log.warning("%s", line)
     seconds = time.time() - started
     usage = models.usage.to_dict()
     run.write_manifest(

@@ -1,12 +1,16 @@
 """The memory systems, one DSPy program per file, and the registry that finds them by name or import path."""
 
 from memtrace_opt.programs.base import MemoryProgram, MemoryState, ProgramConfig
+from memtrace_opt.programs.module_op import ModuleOp, PlainModuleOp, as_op
 from memtrace_opt.programs.registry import BUILTIN_SYSTEMS, load_program_class, make_program
 
 __all__ = [
     "MemoryProgram",
     "MemoryState",
     "ProgramConfig",
+    "ModuleOp",
+    "PlainModuleOp",
+    "as_op",
     "BUILTIN_SYSTEMS",
     "load_program_class",
     "make_program",

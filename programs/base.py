@@ -11,10 +11,17 @@ a write path and a read path, and keeps no memory on itself:
 * `forward(conversation, question, state=None)`: memorize (unless `state` is given) then respond.
 
 Rules for the trace to be complete: every step that reads or writes memory or calls an LM is an `Operation`
-called as a module (`self.op(...)`, never `self.op.run(...)`); store writes happen only inside ops whose
-`writes_store` is True; retrieval ops report what they return with `state.store.read(units)`; the answering
-op is named `<system>.answer`, takes the `Question` as input `question` and returns `answer`.
+called as a module (`self.op(...)`, never `self.op.run(...)`); a `dspy.Module` you already have becomes one
+with `as_op(module, "mysystem.step")` (`memtrace_opt.programs.module_op`); store writes happen only inside ops
+whose `writes_store` is True; retrieval ops report what they return with `state.store.read(units)`; the
+answering op is named `<system>.answer`, takes the `Question` as input `question` and returns `answer`.
 Configuration is a dataclass (`Config`), recorded in the run config.
+
+Lineage: the graph links a turn to the ops it reaches through their call arguments. Passing the `Turn`
+objects (and `MemoryUnit`s) is exact; a string that holds a turn's text (a transcript you formatted) or a
+unit's text is linked too, by matching text (edges marked `via: content`). What an op reads from
+`state.extra`, an attribute or a global is invisible: `memtrace run` warns, naming the op, when memory units
+or answers end up with no path from any turn.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import sys
+from pathlib import Path
 from typing import Any
 
 from memtrace_opt.errors import ConfigError
@@ -19,7 +21,8 @@ BUILTIN_SYSTEMS: dict[str, str] = {
 
 
 def load_program_class(system: str) -> type[MemoryProgram]:
-    """A built-in name (long_context, rag, mem0, evermemos) or `package.module:ClassName`."""
+    """A built-in name (long_context, rag, mem0, evermemos) or `package.module:ClassName` (importable, or a
+    file in the current directory)."""
     target = BUILTIN_SYSTEMS.get(system, system)
     if ":" not in target:
         raise ConfigError(
@@ -27,7 +30,7 @@ def load_program_class(system: str) -> type[MemoryProgram]:
         )
     module_name, _, attr = target.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except ImportError as error:
         raise ConfigError(f"cannot import {module_name!r} for system {system!r}: {error}") from error
     cls = getattr(module, attr, None)
@@ -36,6 +39,19 @@ def load_program_class(system: str) -> type[MemoryProgram]:
     if not (isinstance(cls, type) and issubclass(cls, MemoryProgram)):
         raise ConfigError(f"{target} is not a MemoryProgram subclass (see memtrace_opt.programs.base)")
     return cls
+
+
+def _import(module_name: str) -> Any:
+    """The module, found on sys.path or else in the current directory (the `memtrace` command's own
+    sys.path does not hold it, so `--system mynotes:NotesMemory` beside mynotes.py works as in Python)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        here = str(Path.cwd())
+        if error.name != module_name.split(".")[0] or here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)
+        return importlib.import_module(module_name)
 
 
 def make_program(system: str, settings: dict[str, Any] | None = None) -> MemoryProgram:

@@ -19,7 +19,7 @@ SOURCES = ("injected", "lineage", "human")
 
 @dataclass(frozen=True)
 class Label:
-    """The root cause of a bench case (DESIGN.md's label). `source`: injected, lineage or human.
+    """The root cause of a bench case (the label of docs/design.md). `source`: injected, lineage or human.
 
     `ops` lists every acceptable root-cause op id (two faults that each decide the failure), `op_id` is its
     first; a verdict is right when it names any of them. Both are empty for GoldError (the gold answer or the

@@ -92,7 +92,20 @@ def _summary(run: RunArtifacts) -> dict[str, Any]:
         "ended_at": manifest.get("ended_at"),
         "seconds": manifest.get("seconds"),
         "versions": manifest.get("versions") or {},
+        **_lineage(run),
     }
+
+
+def _lineage(run: RunArtifacts) -> dict[str, Any]:
+    """The end-of-run lineage warnings (`lineage`) and the note on ops linked by content (`lineage_content`),
+    recomputed from the run's graphs, so older runs get them too."""
+    try:
+        from memtrace_opt.tracing.lineage_check import describe_breaks, describe_content, lineage_check
+    except ImportError:  # a partial install: the report still renders
+        return {"lineage": [], "lineage_content": None}
+    graphs = (run.graph(path) for path in run.graph_files())
+    checks = [lineage_check(G) for G in graphs if G is not None]
+    return {"lineage": describe_breaks(checks), "lineage_content": describe_content(checks)}
 
 
 # failed questions ----------------------------------------------------------------------------------------

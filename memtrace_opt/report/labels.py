@@ -1,6 +1,6 @@
 """Root-cause labels a person gives a run's failed questions: `RUN/labels.jsonl`, one label per line.
 
-A line is DESIGN.md's bench label with the case it labels: `{schema_version, case_id, error_type, op_id, op,
+A line is the bench label of docs/design.md with the case it labels: `{schema_version, case_id, error_type, op_id, op,
 source: "human", ops, rationale, by, at}`. The labelling page (`memtrace serve RUN`, or the report opened as a
 plain file, which downloads the lines instead) writes them; `memtrace bench import` turns them into bench cases.
 A case labelled twice keeps its latest line.

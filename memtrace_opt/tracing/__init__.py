@@ -1,5 +1,5 @@
 """Tracing: the hook that records a run as events, the memory evolution graph built from them, queries and
-renderings of the graph, and executable replay.
+renderings of the graph, the check of where its lineage breaks, and executable replay.
 
 Run-directory layout (what the runner writes, what `memtrace graph` reads):
     <run>/events/{sample}.jsonl   the events of one conversation run (`events_file`)
@@ -30,6 +30,8 @@ from memtrace_opt.tracing.events import (
     read_events,
 )
 from memtrace_opt.tracing.graph import (
+    CONTENT,
+    GRAPH_SCHEMA_VERSION,
     answer_node,
     build_graph,
     graph_from_json,
@@ -42,6 +44,7 @@ from memtrace_opt.tracing.graph import (
     turn_id,
 )
 from memtrace_opt.tracing.hook import OpFailure, Tracer
+from memtrace_opt.tracing.lineage_check import LineageCheck, OpBreak, describe_breaks, lineage_check
 from memtrace_opt.tracing.queries import (
     EvidencePath,
     OpView,
@@ -108,6 +111,8 @@ __all__ = [
     "program_instructions",
     "replay_active",
     # graph
+    "GRAPH_SCHEMA_VERSION",
+    "CONTENT",
     "build_graph",
     "save_graph",
     "load_graph",
@@ -118,6 +123,11 @@ __all__ = [
     "mem_id",
     "question_node",
     "answer_node",
+    # lineage breaks
+    "LineageCheck",
+    "OpBreak",
+    "lineage_check",
+    "describe_breaks",
     # queries and rendering
     "UnitLife",
     "UnitVersion",

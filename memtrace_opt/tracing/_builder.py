@@ -4,13 +4,16 @@ the bulk fill of the networkx graph. Private: see `memtrace_opt.tracing.graph` f
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import networkx as nx
 
+from memtrace_opt.tracing._content import ContentIndex, strings_in
 from memtrace_opt.tracing.events import OpEvent, StoreRecord
 from memtrace_opt.tracing.ids import answer_node, mem_id, question_node, turn_id
+
+CONTENT = "content"  # the `via` of an edge found by matching text (see `_content.py`)
 
 _MIN_MATCH_CHARS = 8
 _REF_KEYS = ("$mem", "$turn", "$question")
@@ -108,21 +111,26 @@ def _refs(value: Any, out: list[tuple[str, Any]]) -> None:
 class Builder:
     """Collects nodes and edges in plain ordered dicts; `graph()` hands them to networkx in one go."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, content: bool = True) -> None:
         self.nodes: dict[str, dict[str, Any]] = {}
-        self.edges: dict[tuple[str, str, str], None] = {}
+        self.edges: dict[tuple[str, str, str], str | None] = {}  # (u, v, role) -> via (None: a typed edge)
         self.whole: dict[Any, str] = {}  # value key -> var node (latest producer)
         self.element: dict[Any, str] = {}  # list element key -> var node (latest producer)
         self.by_unit: dict[str, str] = {}  # mem node -> the latest var that passed it on (a retrieved list)
         self.var_seq: dict[str, int] = {}  # var node -> seq of the op that produced it
         self.ancestors: frozenset[int] = frozenset()  # seqs of the ops enclosing the op being linked
+        self.content = content
+        self.turn_texts = ContentIndex()  # turn node -> its text, grouped by session
+        self.unit_texts = ContentIndex()  # live unit version -> its text
+        self.unit_seq: dict[str, int] = {}  # unit version -> seq of the op that wrote it
+        self.var_texts = ContentIndex()  # "var#i" -> the text of a var (or of its i-th element)
 
     def graph(self, attrs: dict[str, Any]) -> nx.MultiDiGraph:
         G = nx.MultiDiGraph()
         G.graph.update(attrs)
         if not _fast_fill(G, self.nodes, self.edges):
             G.add_nodes_from(self.nodes.items())
-            G.add_edges_from((u, v, role, {"role": role}) for u, v, role in self.edges)
+            G.add_edges_from((u, v, role, _edge_data(role, via)) for (u, v, role), via in self.edges.items())
         return G
 
     # nodes -------------------------------------------------------------------------------------------
@@ -159,7 +167,10 @@ class Builder:
         return None
 
     def turn(self, data: dict[str, Any]) -> None:
-        self.nodes[turn_id(str(data["dia_id"]))] = {
+        node = turn_id(str(data["dia_id"]))
+        if self.content:
+            self.turn_texts.add(node, data.get("text"), data.get("session_index"))
+        self.nodes[node] = {
             "kind": "var",
             "vtype": "turn",
             "value": data.get("text"),
@@ -234,8 +245,11 @@ class Builder:
             var = by_unit.get(ref)  # a unit handed on from an earlier retrieved list, even reordered or cut
             if var is not None:
                 self._consume(var, node)
-        if self.whole:
-            self._link_values(inputs, node)
+        linked = self._link_values(inputs, node) if self.whole else _NOTHING
+        if self.content and (self.turn_texts or self.unit_texts or self.var_texts):
+            fed = self._link_content(event, refs, linked, node, bool(store), own_writes)
+            if not fed and self.var_texts and not linked and not _reads(refs, store):
+                self._link_var_texts(inputs, node)  # nothing else feeds it: a value it reworked (joined, formatted)
         for record in store:
             unit = self.mem(record.unit)
             if record.action == "read":
@@ -272,8 +286,78 @@ class Builder:
             if vtype == "retrieved":
                 for ref, _ in mems:
                     by_unit[ref] = var
+        if self.content:
+            self._index_writes(store, seq)
+
+    def _link_content(self, event: OpEvent, refs: list[tuple[str, Any]], linked: set[int], node: str,
+                      touches_store: bool, own_writes: set[str]) -> bool:
+        """Content lineage (rule 6), only where the typed refs say nothing: turns whose text an input string
+        holds, for an op with no turn among its inputs; units whose text it holds, for an op with no unit among
+        its inputs and no store event; units whose text an output string copies, for such an op that took no
+        turn either (it read them). Input values already linked to an earlier var by value are not searched
+        (their content is traced through that var). Edges are marked `via: content`; a typed edge of the same
+        pair wins. True when it linked anything."""
+        edges, turns, units = self.edges, self.turn_texts, self.unit_texts
+        typed_turns = any(ref.startswith("turn:") for ref, _ in refs)
+        search_units = bool(units) and not touches_store and not any(ref.startswith("mem:") for ref, _ in refs)
+        if typed_turns and not search_units:
+            return False
+        found_turn = typed_turns
+        found = False
+        for text in _unlinked_strings(event.inputs or {}, linked):
+            if turns and not typed_turns:
+                for turn in turns.find(text):
+                    edges.setdefault((turn, node, "input"), CONTENT)
+                    found_turn = found = True
+            if search_units:
+                found = self._link_units(units.find(text), node, own_writes) or found
+        if search_units and not found_turn:
+            outputs = event.outputs or {}
+            if not any(ref.startswith("mem:") for ref in refs_in_values(outputs)):
+                for name, value in outputs.items():
+                    if name != "error":
+                        for text in strings_in(value):
+                            found = self._link_units(units.find(text), node, own_writes) or found
+        return found
+
+    def _link_var_texts(self, inputs: dict[str, Any], node: str) -> None:
+        """An op nothing else feeds: the earlier vars whose strings (a whole string, or one element of a list)
+        its input strings hold, e.g. a note joined from the facts an LM op returned. Marked `via: content`."""
+        for text in _unlinked_strings(inputs, _NOTHING):
+            for key in self.var_texts.find(text):
+                var = key.split("#", 1)[0]
+                if self.var_seq[var] not in self.ancestors:
+                    self.edges.setdefault((var, node, "input"), CONTENT)
+
+    def _link_units(self, found: tuple[str, ...], node: str, own_writes: set[str]) -> bool:
+        linked = False
+        for unit in found:
+            # never the op's own writes, nor a unit an enclosing op wrote (it may have been written after)
+            if unit not in own_writes and self.unit_seq.get(unit) not in self.ancestors:
+                self.edges.setdefault((unit, node, "input"), CONTENT)
+                linked = True
+        return linked
+
+    def _index_writes(self, store: list[StoreRecord], seq: int) -> None:
+        """After an op is linked: the unit versions it wrote become findable, the versions they replace not."""
+        for record in store:
+            if record.action == "read":
+                continue
+            if record.previous is not None:
+                self.unit_texts.remove(mem_id(record.previous["unit_id"], int(record.previous["version"])))
+            node = mem_id(record.unit["unit_id"], int(record.unit["version"]))
+            self.unit_seq[node] = seq
+            if record.action != "delete" and not record.unit.get("deleted"):
+                self.unit_texts.add(node, record.unit.get("text"))
 
     def _index(self, value: Any, var: str) -> None:
+        if self.content:
+            if type(value) is str:
+                self.var_texts.add(f"{var}#", value)
+            elif type(value) is list:
+                for i, item in enumerate(value):
+                    if type(item) is str:
+                        self.var_texts.add(f"{var}#{i}", item)
         key = _key(value)
         if key is None:
             return
@@ -285,8 +369,10 @@ class Builder:
                 if item_key is not None:
                     element[item_key] = var
 
-    def _link_values(self, inputs: dict[str, Any], node: str) -> None:
+    def _link_values(self, inputs: dict[str, Any], node: str) -> set[int]:
+        """Value flow (rule 5); returns the ids of the input values (or list items) it linked."""
         whole, element = self.whole, self.element
+        linked: set[int] = set()
         for value in inputs.values():
             key = _key(value)
             if key is None:
@@ -294,6 +380,7 @@ class Builder:
             var = whole.get(key) or element.get(key)
             if var is not None:
                 self._consume(var, node)
+                linked.add(id(value))
             elif type(value) is list:
                 for item in value:
                     item_key = _key(item)
@@ -301,6 +388,8 @@ class Builder:
                         var = whole.get(item_key) or element.get(item_key)
                         if var is not None:
                             self._consume(var, node)
+                            linked.add(id(item))
+        return linked
 
     def _consume(self, var: str, node: str) -> None:
         # a var of an enclosing op is produced after its nested ops end: linking it would make a cycle
@@ -308,7 +397,39 @@ class Builder:
             self.edges[(var, node, "input")] = None
 
 
-def _fast_fill(G: nx.MultiDiGraph, nodes: dict[str, dict[str, Any]], edges: Iterable[tuple[str, str, str]]) -> bool:
+_NOTHING: set[int] = set()
+
+
+def _reads(refs: list[tuple[str, Any]], store: list[StoreRecord]) -> bool:
+    """Whether an op has an input from memory or the conversation (a ref other than the question, a read)."""
+    return any(not ref.startswith("q:") for ref, _ in refs) or any(
+        r.action == "read" or r.previous is not None for r in store)
+
+
+def _unlinked_strings(inputs: dict[str, Any], linked: set[int]) -> Iterator[str]:
+    """The strings of the inputs (see `strings_in`), leaving out values (and list items) in `linked`."""
+    for value in inputs.values():
+        if id(value) in linked:
+            continue
+        if type(value) is list and linked:
+            for item in value:
+                if id(item) not in linked:
+                    yield from strings_in(item)
+        else:
+            yield from strings_in(value)
+
+
+def refs_in_values(value: Any) -> Iterator[str]:
+    found: list[tuple[str, Any]] = []
+    _refs(value, found)
+    return (ref for ref, _ in found)
+
+
+def _edge_data(role: str, via: str | None) -> dict[str, Any]:
+    return {"role": role} if via is None else {"role": role, "via": via}
+
+
+def _fast_fill(G: nx.MultiDiGraph, nodes: dict[str, dict[str, Any]], edges: dict[tuple[str, str, str], str | None]) -> bool:
     """Fills an empty MultiDiGraph through its documented adjacency dicts (`_node`, `_succ`, `_pred`: node ->
     neighbour -> key -> edge data, the key dict shared by both directions), in the order `add_node` and
     `add_edge` would give, about ten times faster than `add_edges_from`. False (nothing done) if this
@@ -320,7 +441,7 @@ def _fast_fill(G: nx.MultiDiGraph, nodes: dict[str, dict[str, Any]], edges: Iter
         node_map[node] = data
         succ[node] = {}
         pred[node] = {}
-    for u, v, role in edges:
+    for (u, v, role), via in edges.items():
         if u not in node_map:
             node_map[u], succ[u], pred[u] = {}, {}, {}
         if v not in node_map:
@@ -328,7 +449,7 @@ def _fast_fill(G: nx.MultiDiGraph, nodes: dict[str, dict[str, Any]], edges: Iter
         keys = succ[u].get(v)
         if keys is None:
             keys = succ[u][v] = pred[v][u] = {}
-        keys[role] = {"role": role}
+        keys[role] = {"role": role} if via is None else {"role": role, "via": via}
     return True
 
 

@@ -1,4 +1,4 @@
-"""The memory evolution graph (schema_version 1): a pure function of the trace events.
+"""The memory evolution graph (schema_version 2): a pure function of the trace events.
 
 Nodes (see docs/design.md): `turn:{dia_id}`, `op:{seq}`, `mem:{unit_id}@{version}`, `q:{id}`, `ans:{id}` and
 `var:{seq}:{field}`. Edges go var -> op (`role="input"`) and op -> var (`role="output"`); a MultiDiGraph
@@ -20,6 +20,17 @@ How edges are derived, per op call in `seq` order:
    most recent earlier `retrieved` var holding that unit (so a retrieved list that was reordered, cut to a
    budget or merged still leads to the op that used it). Vars of an enclosing op are never linked into the
    ops nested in it (they are produced after them).
+6. content lineage: a string (anywhere in an op's inputs, outside refs) that holds a turn's text, or the text
+   of a live unit version, links turn/mem -> op (`role="input"`, `via="content"`); so does a string in the
+   op's outputs that copies a unit's text (the op read it). Texts are matched on word tokens (case,
+   punctuation and spacing aside) and need at least 4 of them; where several turns say the same thing, those
+   of the session most other matches belong to are kept. Never the op's own writes, never a typed edge
+   replaced (a pair linked both ways keeps the typed edge, without `via`). An op that nothing else feeds
+   (no ref but the question, no store read, no value match, no turn or unit text) is linked the same way to
+   the earlier vars whose strings its input strings hold (a note joined from an LM op's facts).
+
+Schema versions: 2 adds the `via` edge attribute (rule 6); a schema-1 graph (every edge typed, no `via`)
+reads as it is.
 """
 
 from __future__ import annotations
@@ -36,9 +47,8 @@ from typing import Any
 import networkx as nx
 
 from memtrace_opt.errors import MemtraceError
-from memtrace_opt.tracing._builder import Builder
+from memtrace_opt.tracing._builder import CONTENT, Builder
 from memtrace_opt.tracing.events import (
-    SCHEMA_VERSION,
     AnswerEvent,
     Event,
     LMCallEvent,
@@ -52,6 +62,8 @@ from memtrace_opt.tracing.events import (
 from memtrace_opt.tracing.ids import answer_node, mem_id, op_id, question_node, turn_id
 
 __all__ = [
+    "GRAPH_SCHEMA_VERSION",
+    "CONTENT",
     "build_graph",
     "save_graph",
     "load_graph",
@@ -65,6 +77,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+GRAPH_SCHEMA_VERSION = 2  # 2: edges found by content carry `via: "content"` (1: typed edges only)
 
 
 @contextmanager
@@ -80,14 +94,15 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def build_graph(events: Iterable[Event | dict[str, Any]]) -> nx.MultiDiGraph:
+def build_graph(events: Iterable[Event | dict[str, Any]], *, content_lineage: bool = True) -> nx.MultiDiGraph:
     """The evolution graph of one conversation run. Pure and deterministic: the same events (in any
-    interleaving of threads) give the same graph. Events may be Event objects or their dict forms."""
+    interleaving of threads) give the same graph. Events may be Event objects or their dict forms.
+    `content_lineage=False` leaves out the edges found by matching text (rule 6)."""
     with _gc_paused():
-        return _build(events)
+        return _build(events, content_lineage)
 
 
-def _build(events: Iterable[Event | dict[str, Any]]) -> nx.MultiDiGraph:
+def _build(events: Iterable[Event | dict[str, Any]], content_lineage: bool = True) -> nx.MultiDiGraph:
     run: RunStart | None = None
     turns: list[TurnEvent] = []
     ops: list[OpEvent] = []
@@ -121,7 +136,7 @@ def _build(events: Iterable[Event | dict[str, Any]]) -> nx.MultiDiGraph:
         elif isinstance(event, RunStart):
             run = event
 
-    b = Builder()
+    b = Builder(content=content_lineage)
     for turn in turns:
         b.turn({"dia_id": turn.dia_id, "speaker": turn.speaker, "text": turn.text,
                 "session_index": turn.session_index, "timestamp": turn.timestamp,
@@ -174,7 +189,7 @@ def _build(events: Iterable[Event | dict[str, Any]]) -> nx.MultiDiGraph:
         b.nodes[b.answer(answer.question_id, answer.answer)]["error"] = answer.error
     return b.graph(
         {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": GRAPH_SCHEMA_VERSION,
             "system": run.system if run else "",
             "dataset": run.dataset if run else "",
             "sample_id": run.sample_id if run else "",
@@ -196,8 +211,10 @@ def graph_to_json(G: nx.MultiDiGraph) -> str:
 def graph_from_json(text: str) -> nx.MultiDiGraph:
     data = json.loads(text)
     version = int(data.get("graph", {}).get("schema_version", 0))
-    if version > SCHEMA_VERSION:
-        raise MemtraceError(f"graph schema_version {version} is newer than this memtrace-opt reads ({SCHEMA_VERSION})")
+    if version > GRAPH_SCHEMA_VERSION:
+        raise MemtraceError(
+            f"graph schema_version {version} is newer than this memtrace-opt reads ({GRAPH_SCHEMA_VERSION})"
+        )
     return nx.node_link_graph(data, directed=True, multigraph=True, edges="edges")
 
 

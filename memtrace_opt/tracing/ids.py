@@ -1,4 +1,4 @@
-"""Node ids of the evolution graph (docs/design.md, schema_version 1)."""
+"""Node ids of the evolution graph (docs/design.md; unchanged in schema_version 2)."""
 
 from __future__ import annotations
 

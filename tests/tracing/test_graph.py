@@ -7,6 +7,7 @@ import networkx as nx
 import pytest
 
 from memtrace_opt.tracing import (
+    GRAPH_SCHEMA_VERSION,
     EventWriter,
     OpEvent,
     StoreRecord,
@@ -46,7 +47,7 @@ def _op(G, name, nth=0):
 
 
 def test_graph_attributes(G):
-    assert G.graph["schema_version"] == 1
+    assert G.graph["schema_version"] == GRAPH_SCHEMA_VERSION == 2
     assert (G.graph["system"], G.graph["dataset"], G.graph["sample_id"]) == ("toy", "toy", "toy-1")
     assert G.graph["models"] == {"task": "fake/test"}
     assert G.graph["instructions"]["answer.predict"].startswith("You answer a question")
@@ -170,7 +171,7 @@ def test_save_load_round_trip_is_byte_stable(tmp_path, G):
     again = load_graph(tmp_path / "graphs" / "toy-1.json")
     second = save_graph(again, tmp_path / "again.json").read_bytes()
     assert first == second
-    assert isinstance(again, nx.MultiDiGraph) and again.graph["schema_version"] == 1
+    assert isinstance(again, nx.MultiDiGraph) and again.graph["schema_version"] == GRAPH_SCHEMA_VERSION
     assert json.loads(first)["edges"]  # node_link_data with edges="edges"
     assert nx.utils.graphs_equal(G, again)
 

@@ -119,6 +119,11 @@
       ["Tokens", num((T.prompt_tokens || 0) + (T.completion_tokens || 0)), num(T.prompt_tokens) + " in · " + num(T.completion_tokens) + " out"],
       ["Time", secs(S.seconds), "LM time " + secs(T.seconds)]
     ];
+    if (S.lineage && S.lineage.length) {
+      root.appendChild(h("div", { cls: "panel lineage-warning" }, h("h3", { text: "Lineage breaks" }),
+        h("ul", null, S.lineage.map(function (line) { return h("li", { text: line.replace(/^lineage: /, "") }); }))));
+    }
+    if (S.lineage_content) root.appendChild(h("p", { cls: "lineage-note", text: S.lineage_content }));
     root.appendChild(h("div", { cls: "cards" }, cards.map(function (c) {
       return h("div", { cls: "card" }, h("div", { cls: "k", text: c[0] }), h("div", { cls: "v", text: c[1] }), h("div", { cls: "s", text: c[2] }));
     })));
