@@ -31,6 +31,7 @@ DemoBudget = Annotated[Optional[int], typer.Option(help="Keep all of the blamed 
 DemoPool = Annotated[Optional[int], typer.Option(help="Draw demos from the correct answers to the first N training questions too, traced once (default 24; 0: the round's minibatch only).")]  # noqa: UP045
 CompactDemos = Annotated[Optional[bool], typer.Option("--compact-demos/--full-demos", help="Show the answer step's demos only the lines of their context around the answer (default: on; --full-demos: the whole context, a transcript for long_context).")]  # noqa: UP045
 PatternRules = Annotated[Optional[bool], typer.Option("--pattern-rules/--no-pattern-rules", help="Fill the proposal slots the reflection LM leaves empty with the rules of the mistakes diagnosed in the blamed answers: a partial list, a relative or numeric date, a needless decline, a long sentence (default: on).")]  # noqa: UP045
+Threads = Annotated[Optional[int], typer.Option(min=1, help="Conversations of an evaluation run in parallel threads, each with its own memory (a gain against a served model; the embedded engine runs one call at a time).")]  # noqa: UP045
 LocalCheck = Annotated[Optional[bool], typer.Option("--local-check/--no-local-check", help="Re-run the blamed calls under each candidate for an upstream predictor before replaying the write path (default: on).")]  # noqa: UP045
 
 
@@ -42,7 +43,7 @@ def _loop_values(opt_cfg: dict[str, Any], **flags: Any) -> dict[str, Any]:
               "local_check": "local_check", "demos": "max_demos", "validate_ties": "validate_ties",
               "min_val_gain": "min_val_gain", "min_val_questions": "min_val_questions",
               "demo_pool": "demo_pool", "demo_budget": "demo_budget_chars", "compact_demos": "compact_demos",
-              "pattern_rules": "pattern_rules"}
+              "pattern_rules": "pattern_rules", "threads": "threads"}
     values = {fields[name]: value if value is not None else opt_cfg.get(name) for name, value in flags.items()}
     return {key: value for key, value in values.items() if value is not None}
 
@@ -82,6 +83,7 @@ def optimize_command(
     min_val_gain: MinValGain = None,
     min_val_questions: MinValQuestions = None,
     local_check: LocalCheck = None,
+    threads: Threads = None,
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = None,  # noqa: UP045
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite in --out); share one to run several workers.")] = None,  # noqa: UP045
     program: Annotated[Optional[Path], typer.Option("--program", help="Start from a compiled program.json.")] = None,  # noqa: UP045
@@ -113,7 +115,7 @@ def optimize_command(
                        demo_pool=demo_pool, demo_budget=demo_budget, compact_demos=compact_demos,
                        pattern_rules=pattern_rules, validate_ties=validate_ties,
                        min_val_gain=min_val_gain,
-                       min_val_questions=min_val_questions),
+                       min_val_questions=min_val_questions, threads=threads),
         "seed": seed,
     }
     request = OptimizeRequest(
