@@ -26,7 +26,7 @@ from typing import Any
 from memtrace_opt.errors import ConfigError, ModelUnavailable
 from memtrace_opt.lm.embedded import DEFAULT_MAX_TOKENS, DEFAULT_N_CTX, SEED, EmbeddedEngine, is_embedded
 
-__all__ = ["ENGINE_REQUEST_DEFAULTS", "SERVE_INSTALL", "EngineDefaults", "ServeOptions", "build_app",
+__all__ = ["ENGINE_REQUEST_DEFAULTS", "SERVE_INSTALL", "EngineDefaults", "ServeOptions", "build_app", "http_server",
            "model_settings", "serve_model"]
 
 logger = logging.getLogger(__name__)
@@ -130,21 +130,27 @@ def model_settings(options: ServeOptions, path: Path) -> Any:
 
 
 def with_defaults(body: bytes, defaults: Mapping[str, Any]) -> bytes:
-    """A request body with each of `defaults` filled in where the body leaves it out (or null). A body that is
-    not a JSON object comes back as it was: the server answers it with its own error."""
+    """A request body with each of `defaults` filled in where the body leaves it out (or null), and OpenAI's
+    newer `max_completion_tokens` (what DSPy sends) read as the `max_tokens` llama-cpp-python's server knows.
+    A body that is not a JSON object comes back as it was: the server answers it with its own error."""
     try:
         data = json.loads(body or b"{}")
     except ValueError:
         return body
     if not isinstance(data, dict):
         return body
-    missing = {key: value for key, value in defaults.items() if data.get(key) is None}
-    return json.dumps({**data, **missing}).encode() if missing else body
+    filled = dict(data)
+    if filled.get("max_tokens") is None and filled.get("max_completion_tokens") is not None:
+        filled["max_tokens"] = filled["max_completion_tokens"]
+    filled.update({key: value for key, value in defaults.items() if filled.get(key) is None})
+    return json.dumps(filled).encode() if filled != data else body
 
 
 class EngineDefaults:
     """ASGI middleware: a completion request that leaves a sampling parameter out gets the in-process engine's
-    value (`ENGINE_REQUEST_DEFAULTS`), not the server's. Every other request passes through untouched."""
+    value (`ENGINE_REQUEST_DEFAULTS`), not the server's, and its `max_completion_tokens` is honoured (the server
+    reads only `max_tokens`, and would otherwise decode to the end of the context). Every other request passes
+    through untouched."""
 
     def __init__(self, app: ASGIApp, defaults: Mapping[str, Any] = ENGINE_REQUEST_DEFAULTS) -> None:
         self.app = app
@@ -191,14 +197,20 @@ def build_app(options: ServeOptions, path: Path) -> ASGIApp:
     return EngineDefaults(create_app(server_settings=server, model_settings=[model_settings(options, path)]))
 
 
+def http_server(options: ServeOptions, app: ASGIApp) -> Any:
+    """The uvicorn server of `app` at the options' address; `.run()` serves until SIGINT or SIGTERM (in the main
+    thread) or until `.should_exit` is set."""
+    import uvicorn
+
+    return uvicorn.Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning"))
+
+
 def serve_model(options: ServeOptions, *, on_ready: Callable[[ServeOptions], None] | None = None) -> None:
     """Resolve the weights, load the model, call `on_ready(options)` and serve until SIGINT or SIGTERM."""
     require_server()
-    import uvicorn
-
     path = options.engine().prepare()
     logger.info("serving %s as %r at %s", path, options.served_name(), options.api_base)
     app = build_app(options, path)
     if on_ready is not None:
         on_ready(options)
-    uvicorn.Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning")).run()
+    http_server(options, app).run()

@@ -77,9 +77,10 @@ def test_a_request_leaving_sampling_out_gets_the_in_process_values():
     client.post("/v1/chat/completions", json={"model": "qwen", "messages": [], "temperature": 0.7})
     client.post("/v1/completions", json={"prompt": "x", "repeat_penalty": None})
     client.post("/v1/chat/completions", content=b"not json")
+    client.post("/v1/chat/completions", json={"messages": [], "max_completion_tokens": 64})
     client.post("/extras/tokenize", json={"input": "x"})
 
-    chat, text, broken, other = received
+    chat, text, broken, newer, other = received
     sent = json.loads(chat[1])
     assert sent["temperature"] == 0.7  # what the client asked for stays
     assert {k: sent[k] for k in ("max_tokens", "seed", "repeat_penalty")} == {
@@ -87,6 +88,7 @@ def test_a_request_leaving_sampling_out_gets_the_in_process_values():
     assert chat[2] == str(len(chat[1]))  # the length header follows the new body
     assert json.loads(text[1])["repeat_penalty"] == 1.0 and json.loads(text[1])["temperature"] == 0.0
     assert broken[1] == b"not json"  # left for the server to refuse
+    assert json.loads(newer[1])["max_tokens"] == 64  # DSPy's max_completion_tokens, which the server ignores
     assert json.loads(other[1]) == {"input": "x"}
 
 
@@ -122,3 +124,63 @@ def test_the_ready_line_gives_the_flags_that_use_the_server():
 
     line = ready_line(ServeOptions(port=8123, name="qwen"))
     assert "--lm openai/qwen --lm-api-base http://127.0.0.1:8123/v1" in line
+
+
+class StubLlama:
+    """Stands in for the llama_cpp.Llama the server would load: records each call, answers like it."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+
+    def create_chat_completion(self, **kwargs):
+        self.calls.append(kwargs)
+        return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "qwen",
+                "choices": [{"index": 0, "logprobs": None, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"}}],
+                "usage": {"prompt_tokens": 30, "completion_tokens": 6, "total_tokens": 36}}
+
+
+def test_a_role_runs_through_litellm_against_the_served_app(monkeypatch, tmp_path):
+    """The whole path but the weights: dspy.LM -> HTTP -> EngineDefaults -> llama-cpp-python's server -> Llama."""
+    import socket
+    import threading
+    import time
+
+    import dspy
+
+    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extra is not installed")
+    from llama_cpp.server.model import LlamaProxy
+
+    from memtrace_opt.lm.roles import ModelSpec, build_lm
+    from memtrace_opt.lm.serve import build_app, http_server
+
+    stub = StubLlama()
+    loaded: list = []
+    monkeypatch.setattr(LlamaProxy, "load_llama_from_model_settings",
+                        staticmethod(lambda settings: loaded.append(settings) or stub))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = tmp_path / "model.gguf"
+    options = ServeOptions(model=f"embedded:{path}", port=port, name="qwen")
+    server = http_server(options, build_app(options, path))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started
+        lm = build_lm(ModelSpec(model="openai/qwen", api_base=options.api_base, max_tokens=64, extra={"cache": False}))
+        with dspy.context(lm=lm):
+            assert dspy.Predict("question -> answer")(question="Capital of France?").answer == "Paris"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    [settings] = loaded
+    assert settings.model == str(path) and settings.model_alias == "qwen" and settings.seed == embedded.SEED
+    [call] = stub.calls
+    assert [m["role"] for m in call["messages"]] == ["system", "user"]
+    assert call["messages"][1]["content"].startswith("[[ ## question ## ]]\nCapital of France?")
+    assert (call["temperature"], call["max_tokens"], call["seed"], call["repeat_penalty"]) == (0.0, 64, 0, 1.0)
+    assert lm.usage.snapshot()["task"].prompt_tokens == 30
