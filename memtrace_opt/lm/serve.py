@@ -94,7 +94,13 @@ class ServeOptions:
 
 
 def require_server() -> None:
-    """Import llama-cpp-python's server (and uvicorn), or raise ModelUnavailable naming the install command."""
+    """Import llama-cpp-python's server (and uvicorn), or raise ModelUnavailable naming the install command.
+
+    llama_cpp itself comes in through `require_llama_cpp` first, so its OpenMP threads wait passively while the
+    server is idle, as in-process."""
+    from memtrace_opt.lm.embedded import require_llama_cpp
+
+    require_llama_cpp()
     try:
         import llama_cpp.server.app  # noqa: F401
         import uvicorn  # noqa: F401

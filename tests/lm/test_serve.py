@@ -184,3 +184,10 @@ def test_a_role_runs_through_litellm_against_the_served_app(monkeypatch, tmp_pat
     assert call["messages"][1]["content"].startswith("[[ ## question ## ]]\nCapital of France?")
     assert (call["temperature"], call["max_tokens"], call["seed"], call["repeat_penalty"]) == (0.0, 64, 0, 1.0)
     assert lm.usage.snapshot()["task"].prompt_tokens == 30
+
+
+def test_the_server_imports_llama_cpp_as_the_engine_does(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extra is not installed")
+    require_server()
+    assert embedded.os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # idle OpenMP threads do not spin
