@@ -212,7 +212,8 @@ def _test(run: RunDir, request: OptimizeRequest, optimizer: MemTraceOptimizer, m
         run.cases_path.touch()
         return out
     evaluator = CachedEvaluator(optimizer.metric, memo=optimizer.memo, task_lm=models.task,
-                                meta={"system": request.system, "dataset": dataset, "models": models.names()})
+                                meta={"system": request.system, "dataset": dataset, "models": models.names()},
+                                threads=request.settings.threads)
     before = evaluator.evaluate(student, test_cases)
     after = evaluator.evaluate(optimized, test_cases)
     for key, traced in after.traces.items():

@@ -9,6 +9,7 @@ from memtrace_opt.cli import (  # noqa: F401
     attribute_cmd,
     report_cmd,
     serve_cmd,
+    serve_model_cmd,
     export_cmd,
     optimize_cmd,
     data_cmd,

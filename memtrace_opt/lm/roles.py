@@ -8,7 +8,9 @@ the environment variable that holds one (`api_key_env`).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -125,11 +127,23 @@ def _api_key(spec: ModelSpec, role: str) -> str | None:
     return None
 
 
+def server_cache_id(api_base: str, rollout_id: int | None = None) -> int:
+    """The `rollout_id` an LM served at `api_base` gives DSPy, so that its cached replies are its server's own.
+
+    DSPy's response cache keys a request by model name and messages and leaves `api_base` out: two servers under
+    one name (a llama.cpp server and a vLLM one both serving "openai/qwen") would answer from each other's cache.
+    `rollout_id` is DSPy's own way to keep cache entries of otherwise identical requests apart, stripped before
+    the request is sent; a user's own `rollout_id` is folded in, not replaced."""
+    text = api_base.strip().rstrip("/") + ("" if rollout_id is None else f"#rollout={rollout_id}")
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:6], "big")
+
+
 def build_lm(spec: ModelSpec, role: str = "task", *, usage: Any = None, fake_engine: Any = None) -> Any:
     """A `RoleLM` (a dspy.LM) for `spec` playing `role`, recording into `usage` (a UsageTracker).
 
     Embedded: checks llama_cpp and the weights now (ModelUnavailable with the fix), loads on first call.
-    Fake: uses `fake_engine` or a FakeEngine with the built-in systems' default skills. LiteLLM: api key from `api_key_env`.
+    Fake: uses `fake_engine` or a FakeEngine with the built-in systems' default skills. LiteLLM: api key from
+    `api_key_env`; with an `api_base`, DSPy's cache is keyed by that server too (`server_cache_id`).
     """
     from memtrace_opt.lm.usage import RoleLM
 
@@ -161,9 +175,15 @@ def build_lm(spec: ModelSpec, role: str = "task", *, usage: Any = None, fake_eng
         return RoleLM(name, engine=engine, **common, **extra)
     key = _api_key(spec, role)
     client: dict[str, Any] = {k: v for k, v in (("api_base", spec.api_base), ("api_key", key)) if v is not None}
+    if spec.api_base:
+        extra["rollout_id"] = server_cache_id(spec.api_base, extra.get("rollout_id"))
     from dspy.utils.exceptions import LMConfigurationError
 
     try:
-        return RoleLM(spec.model, **common, **client, **extra)
+        with warnings.catch_warnings():
+            # DSPy warns once per LM that a rollout_id changes no reply at temperature 0: true, and beside the
+            # point here (it keeps the servers' cache entries apart)
+            warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
+            return RoleLM(spec.model, **common, **client, **extra)
     except (ValueError, TypeError, LMConfigurationError) as exc:
         raise ConfigError(f"models.{role}: {exc}") from exc

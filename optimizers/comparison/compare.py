@@ -244,7 +244,8 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     log.info("%s: memorizing %d conversation slices (questions: %s)", request.system, len(conversations),
              splits.sizes())
     context = _warm_context(student, conversations, models)
-    tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system})
+    tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system},
+                             threads=request.loop.threads)
     before = tester.evaluate(student, test_cases)
     baseline, correct_before = before.accuracy, before.correctness()
     log.info("%s: held-out accuracy before optimizing %.3f", request.system, baseline)

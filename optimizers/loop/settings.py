@@ -49,7 +49,8 @@ class LoopSettings:
     local_check: bool = knob(True, "Re-run the blamed calls under each candidate for an upstream predictor before "
                                    "replaying the write path (default: on).", flag="--local-check/--no-local-check")
     seed: int = 0
-    threads: int = 1
+    threads: int = knob(1, "Conversations of an evaluation run in parallel threads, each with its own memory (a gain "
+                           "against a served model; the embedded engine runs one call at a time).")
     proposal: ProposalSettings = field(default_factory=ProposalSettings)
     demo: DemoSettings = field(default_factory=DemoSettings)
     acceptance: AcceptanceSettings = field(default_factory=AcceptanceSettings)
