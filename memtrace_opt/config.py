@@ -23,6 +23,7 @@ import yaml
 
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.roles import ModelRoles
+from memtrace_opt.redact import redact
 
 SCHEMA_VERSION = 1
 _SECRET_KEY = re.compile(r"(^|_)(api_key|apikey|password|secret|access_token|auth_token|bearer)$", re.IGNORECASE)
@@ -97,8 +98,8 @@ def _plain(value: Any) -> Any:
 
 
 def dump_config(cfg: Mapping[str, Any]) -> str:
-    """Deterministic YAML (sorted keys) of `cfg`, with secret-looking keys dropped."""
-    return yaml.safe_dump(_plain(cfg), sort_keys=True, default_flow_style=False, allow_unicode=True)
+    """Deterministic YAML (sorted keys) of `cfg`, with secret-looking keys dropped and other secrets redacted."""
+    return yaml.safe_dump(redact(_plain(cfg)), sort_keys=True, default_flow_style=False, allow_unicode=True)
 
 
 @dataclass(frozen=True)

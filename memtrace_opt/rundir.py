@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.redact import redact, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +39,13 @@ SCHEMA_VERSION = 1
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Deterministic JSON (sorted keys, 2-space indent, trailing newline), written atomically."""
-    _write_atomic(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    """Deterministic JSON (sorted keys, 2-space indent, trailing newline), written atomically, secrets redacted."""
+    _write_atomic(path, json.dumps(redact(data), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def write_jsonl(path: Path, lines: Iterable[str]) -> None:
-    """JSON lines (already serialized), one per line, written atomically in place of the file."""
-    _write_atomic(path, "".join(line + "\n" for line in lines))
+    """JSON lines (already serialized), one per line, written atomically in place of the file, secrets redacted."""
+    _write_atomic(path, "".join(redact_text(line) + "\n" for line in lines))
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -73,8 +74,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def append_jsonl(path: Path, line: str) -> None:
-    """Append one JSON line and flush. A partial last line left by a crash mid-write (which `read_jsonl` skips)
-    is cut first, so the new line cannot be glued onto it."""
+    """Append one JSON line (secrets redacted) and flush. A partial last line left by a crash mid-write (which
+    `read_jsonl` skips) is cut first, so the new line cannot be glued onto it."""
+    line = redact_text(line)
     with path.open("a+b") as handle:
         size = handle.seek(0, 2)
         if size:
@@ -229,7 +231,7 @@ class RunDir:
 
     # writers -----------------------------------------------------------------------------------------
     def write_config(self, config: dict[str, Any]) -> None:
-        text = yaml.safe_dump({"schema_version": SCHEMA_VERSION, **config}, sort_keys=True, allow_unicode=True)
+        text = yaml.safe_dump(redact({"schema_version": SCHEMA_VERSION, **config}), sort_keys=True, allow_unicode=True)
         self.config_path.write_text(text, encoding="utf-8")
 
     def read_config(self) -> dict[str, Any]:
@@ -246,7 +248,7 @@ class RunDir:
         return json.loads(self.manifest_path.read_text(encoding="utf-8"))
 
     def append_case(self, case: CaseRecord) -> None:
-        line = json.dumps(case.to_dict(), sort_keys=True, ensure_ascii=False)
+        line = json.dumps(redact(case.to_dict()), sort_keys=True, ensure_ascii=False)
         with self._lock:
             append_jsonl(self.cases_path, line)
 
