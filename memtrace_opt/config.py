@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from memtrace_opt.config_schema import validate_config
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.roles import ModelRoles
 from memtrace_opt.redact import redact
@@ -32,7 +33,9 @@ _SECRET_KEY = re.compile(r"(^|_)(api_key|apikey|password|secret|access_token|aut
 def load_config(path: str | Path | None, *, sections: Collection[str] | None = None) -> dict[str, Any]:
     """Read a YAML config file ({} for None). With `sections`, other top-level keys are ConfigErrors.
 
-    The `models` section is always checked (unknown roles or keys, wrong types).
+    The whole file is checked against one schema (`config_schema.ConfigFile`: unknown keys, with the close
+    name, and wrong types are ConfigErrors naming the key), and the `models` section against the model roles.
+    Values come back converted to the schema's types (`limit: "5"` reads as 5).
     """
     if path is None:
         return {}
@@ -52,6 +55,7 @@ def load_config(path: str | Path | None, *, sections: Collection[str] | None = N
             if key not in sections:
                 raise ConfigError(f"config file {path}: unknown key {key!r} (known: {', '.join(sorted(sections))})")
     check_secrets(data)
+    data = validate_config(data, f"config file {path}").model_dump(exclude_unset=True)
     roles_from_config(data)
     return data
 
