@@ -142,3 +142,14 @@ def test_a_model_that_cannot_answer_exits_2_naming_the_role(tmp_path, capsys):
     err = capsys.readouterr().err
     one_line_error(err)
     assert "task model openai/x" in err
+
+
+def test_ctrl_c_during_optimize_exits_130_with_the_manifest_marked(tmp_path, monkeypatch, capsys):
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("memtrace_opt.optimizers.teleprompter.MemTraceOptimizer.compile", interrupted)
+    argv = ["optimize", "--system", "rag", "--lm", "fake", "--out", str(tmp_path / "opt")] + _settings(tmp_path)
+    assert run_cli(argv) == 130
+    assert capsys.readouterr().err.startswith("interrupted: ")
+    assert json.loads((tmp_path / "opt" / "manifest.json").read_text())["status"] == "interrupted"
