@@ -21,8 +21,10 @@ from typing import Any
 
 import yaml
 
+from memtrace_opt.config_schema import validate_config
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.roles import ModelRoles
+from memtrace_opt.redact import redact
 
 SCHEMA_VERSION = 1
 _SECRET_KEY = re.compile(r"(^|_)(api_key|apikey|password|secret|access_token|auth_token|bearer)$", re.IGNORECASE)
@@ -31,7 +33,9 @@ _SECRET_KEY = re.compile(r"(^|_)(api_key|apikey|password|secret|access_token|aut
 def load_config(path: str | Path | None, *, sections: Collection[str] | None = None) -> dict[str, Any]:
     """Read a YAML config file ({} for None). With `sections`, other top-level keys are ConfigErrors.
 
-    The `models` section is always checked (unknown roles or keys, wrong types).
+    The whole file is checked against one schema (`config_schema.ConfigFile`: unknown keys, with the close
+    name, and wrong types are ConfigErrors naming the key), and the `models` section against the model roles.
+    Values come back converted to the schema's types (`limit: "5"` reads as 5).
     """
     if path is None:
         return {}
@@ -51,6 +55,7 @@ def load_config(path: str | Path | None, *, sections: Collection[str] | None = N
             if key not in sections:
                 raise ConfigError(f"config file {path}: unknown key {key!r} (known: {', '.join(sorted(sections))})")
     check_secrets(data)
+    data = validate_config(data, f"config file {path}").model_dump(exclude_unset=True)
     roles_from_config(data)
     return data
 
@@ -97,8 +102,8 @@ def _plain(value: Any) -> Any:
 
 
 def dump_config(cfg: Mapping[str, Any]) -> str:
-    """Deterministic YAML (sorted keys) of `cfg`, with secret-looking keys dropped."""
-    return yaml.safe_dump(_plain(cfg), sort_keys=True, default_flow_style=False, allow_unicode=True)
+    """Deterministic YAML (sorted keys) of `cfg`, with secret-looking keys dropped and other secrets redacted."""
+    return yaml.safe_dump(redact(_plain(cfg)), sort_keys=True, default_flow_style=False, allow_unicode=True)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ cases.jsonl is appended and flushed per question, so a crash keeps every answere
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -27,28 +28,32 @@ from typing import Any
 
 import yaml
 
+from memtrace_opt._runlock import LOCK_NAME, RunLock
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.redact import redact, redact_text
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "read_jsonl", "append_jsonl", "safe_name", "write_json", "write_jsonl",
-           "versions"]
+           "versions", "add_usage"]
 
 SCHEMA_VERSION = 1
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Deterministic JSON (sorted keys, 2-space indent, trailing newline), written atomically."""
-    _write_atomic(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    """Deterministic JSON (sorted keys, 2-space indent, trailing newline), written atomically, secrets redacted."""
+    _write_atomic(path, json.dumps(redact(data), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def write_jsonl(path: Path, lines: Iterable[str]) -> None:
-    """JSON lines (already serialized), one per line, written atomically in place of the file."""
-    _write_atomic(path, "".join(line + "\n" for line in lines))
+    """JSON lines (already serialized), one per line, written atomically in place of the file, secrets redacted."""
+    _write_atomic(path, "".join(redact_text(line) + "\n" for line in lines))
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    """Write beside `path` and rename over it; the temporary name is the writer's own, so threads of one run
+    (conversations checkpointing the manifest) never rename each other's half-written file."""
+    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
@@ -73,8 +78,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def append_jsonl(path: Path, line: str) -> None:
-    """Append one JSON line and flush. A partial last line left by a crash mid-write (which `read_jsonl` skips)
-    is cut first, so the new line cannot be glued onto it."""
+    """Append one JSON line (secrets redacted) and flush. A partial last line left by a crash mid-write (which
+    `read_jsonl` skips) is cut first, so the new line cannot be glued onto it."""
+    line = redact_text(line)
     with path.open("a+b") as handle:
         size = handle.seek(0, 2)
         if size:
@@ -88,8 +94,25 @@ def append_jsonl(path: Path, line: str) -> None:
 
 
 def safe_name(sample_id: str) -> str:
-    """A sample id as a file name: characters other than letters, digits, `-`, `_` and `.` become `_`."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in sample_id)
+    """A sample id as a file name, one name per id: an id of letters, digits, `-`, `_` and `.` is its own name
+    (so the names of such ids are what earlier releases wrote); in any other id those characters become `_`
+    and 8 hex digits of the id's sha1 follow, so `conv/1` and `conv_1` never share a file."""
+    cleaned = "".join(c if c.isalnum() or c in "-_." else "_" for c in sample_id)
+    if cleaned == sample_id and sample_id not in ("", ".", ".."):
+        return sample_id
+    return f"{cleaned}-{hashlib.sha1(sample_id.encode('utf-8')).hexdigest()[:8]}"
+
+
+def add_usage(*usages: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """LM usage by role (a manifest's `usage`) summed over several processes: a resumed run's whole cost."""
+    total: dict[str, dict[str, Any]] = {}
+    for usage in usages:
+        for role, counts in (usage or {}).items():
+            into = total.setdefault(role, {})
+            for key, value in (counts or {}).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    into[key] = round(into.get(key, 0) + value, 3) if isinstance(value, float) else into.get(key, 0) + value
+    return dict(sorted(total.items()))
 
 
 def versions() -> dict[str, str]:
@@ -215,6 +238,28 @@ class RunDir:
     def graph_path(self, sample_id: str) -> Path:
         return self.graphs_dir / f"{safe_name(sample_id)}.json"
 
+    @property
+    def lock_path(self) -> Path:
+        return self.root / LOCK_NAME
+
+    def lock(self, command: str = "") -> RunLock:
+        """The run directory's exclusive lock (a context manager): one writer per run directory."""
+        return RunLock(self.root, command=command)
+
+    def has_artifacts(self) -> bool:
+        """Whether anything a run writes is here already (a finished run, or one that was killed)."""
+        return (self.cases_path.exists() or self.config_path.exists() or self.manifest_path.exists()
+                or any(self.events_dir.glob("*.jsonl")) or any(self.graphs_dir.glob("*.json")))
+
+    def discard_conversation(self, sample_id: str) -> None:
+        """Remove one conversation's events, graph and cases (an unfinished conversation a resume runs again)."""
+        self.events_path(sample_id).unlink(missing_ok=True)
+        self.graph_path(sample_id).unlink(missing_ok=True)
+        if self.cases_path.exists():
+            with self._lock:
+                kept = [row for row in read_jsonl(self.cases_path) if row.get("sample_id") != sample_id]
+                write_jsonl(self.cases_path, (json.dumps(row, sort_keys=True, ensure_ascii=False) for row in kept))
+
     def create(self, *, fresh: bool = True) -> RunDir:
         if fresh and self.cases_path.exists():
             raise MemtraceError(f"{self.root} already holds a run (cases.jsonl); choose another --out or remove it")
@@ -229,7 +274,7 @@ class RunDir:
 
     # writers -----------------------------------------------------------------------------------------
     def write_config(self, config: dict[str, Any]) -> None:
-        text = yaml.safe_dump({"schema_version": SCHEMA_VERSION, **config}, sort_keys=True, allow_unicode=True)
+        text = yaml.safe_dump(redact({"schema_version": SCHEMA_VERSION, **config}), sort_keys=True, allow_unicode=True)
         self.config_path.write_text(text, encoding="utf-8")
 
     def read_config(self) -> dict[str, Any]:
@@ -246,7 +291,7 @@ class RunDir:
         return json.loads(self.manifest_path.read_text(encoding="utf-8"))
 
     def append_case(self, case: CaseRecord) -> None:
-        line = json.dumps(case.to_dict(), sort_keys=True, ensure_ascii=False)
+        line = json.dumps(redact(case.to_dict()), sort_keys=True, ensure_ascii=False)
         with self._lock:
             append_jsonl(self.cases_path, line)
 

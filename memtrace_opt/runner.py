@@ -9,6 +9,7 @@ finished conversation.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -23,12 +24,15 @@ import dspy
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from memtrace_opt.config_schema import validate_program_settings
 from memtrace_opt.data import Conversation, Dataset, DataSlice, Question, load_data
+from memtrace_opt.errors import ConfigError, DatasetError, Interrupted, MemtraceError
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.roles import ModelRoles
 from memtrace_opt.metrics import CategoryTable, ScoreRow, category_table, score_answer
 from memtrace_opt.programs import MemoryProgram, make_program
-from memtrace_opt.rundir import CaseRecord, RunDir, versions
+from memtrace_opt.redact import redact
+from memtrace_opt.rundir import SCHEMA_VERSION, CaseRecord, RunDir, add_usage, versions
 
 __all__ = ["RunRequest", "RunSummary", "run_system", "score_case", "load_program_state"]
 
@@ -49,6 +53,9 @@ class RunRequest:
     judge: bool = True
     threads: int = 1
     seed: int = 0
+    resume: bool = False  # continue the killed run in `out`: keep its finished conversations, rerun the rest
+    max_failures: int = 5  # stop the run (status "failed") after this many LM calls fail in a row; 0: never
+    check_models: bool = True  # one test call to each needed role's model first (when `models` is not given)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,12 @@ class RunSummary:
     op_failures: int
     seconds: float
     usage: dict[str, dict[str, Any]]
+    status: str = "complete"  # "complete" or "failed" (`error` says why; what finished is written)
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "complete"
 
 
 def load_program_state(program: MemoryProgram, path: Path) -> None:
@@ -121,6 +134,12 @@ class _Progress:
         calls = sum(u.calls for u in self.models.usage.snapshot().values())
         return f"{calls} LM calls"
 
+    def skip(self, conversation: Conversation) -> None:
+        """Count a conversation a resumed run keeps as done."""
+        with self._lock:
+            self.progress.update(self.sessions, advance=len(conversation.sessions))
+            self.progress.update(self.questions, advance=len(conversation.questions))
+
     def session_done(self, *_: Any) -> None:
         with self._lock:
             self.progress.update(self.sessions, advance=1, lm=self._lm())
@@ -135,6 +154,64 @@ class _Progress:
             yield self
 
 
+class _Stopped(Exception):  # noqa: N818 - a control signal between the callbacks and the runner
+    """Raised in a conversation's callbacks once the run is stopping (Ctrl-C, or calls failing in a row)."""
+
+
+def _run_config(request: RunRequest, program: MemoryProgram, dataset: Dataset) -> dict[str, Any]:
+    return {
+        "system": request.system,
+        "program": program.config.to_dict(),
+        "program_path": str(request.program_path) if request.program_path else None,
+        "dataset": dataset.name,
+        "data": {"spec": request.data, "path": str(dataset.path), "slice": request.data_slice.to_dict()},
+        "models": request.roles.to_dict(),
+        "judge": request.judge,
+        "threads": request.threads,
+        "seed": request.seed,
+    }
+
+
+def _check_resumable(run: RunDir, config: dict[str, Any]) -> None:
+    """A resume must run what the killed run ran: every setting but `threads` as it was."""
+    stored = _plain(run.read_config())
+    fresh = _plain(redact({"schema_version": SCHEMA_VERSION, **config}))
+    first = ("system", "data", "dataset", "models", "program", "program_path", "judge", "seed")
+    for key in sorted(set(stored) | set(fresh), key=lambda k: (first.index(k) if k in first else len(first), k)):
+        if key in ("threads", "schema_version"):
+            continue
+        if stored.get(key) != fresh.get(key):
+            raise ConfigError(f"--resume: {run.root} was run with {key} = {stored.get(key)!r}, this command "
+                              f"gives {fresh.get(key)!r}; resume with the same settings or choose another --out")
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _finished(run: RunDir, dataset: Dataset) -> dict[str, list[CaseRecord]]:
+    """The conversations of `dataset` a killed run finished (graph written, every question's case recorded),
+    with their cases; the others are discarded (events, graph, cases) so they run again."""
+    cases: dict[str, list[CaseRecord]] = {}
+    for case in run.read_cases():
+        cases.setdefault(case.sample_id, []).append(case)
+    done: dict[str, list[CaseRecord]] = {}
+    for conversation in dataset.conversations:
+        kept = cases.get(conversation.sample_id, [])
+        answered = {c.question_id for c in kept}
+        if run.graph_path(conversation.sample_id).exists() and answered >= {
+                q.question_id for q in conversation.questions}:
+            done[conversation.sample_id] = kept
+        else:
+            run.discard_conversation(conversation.sample_id)
+    return done
+
+
+def _prior_usage(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    usage = manifest.get("usage")
+    return usage if isinstance(usage, dict) else {}
+
+
 def run_system(
     request: RunRequest,
     *,
@@ -143,7 +220,66 @@ def run_system(
     models: Models | None = None,
     dataset: Dataset | None = None,
 ) -> RunSummary:
-    """Run `request.system` over the data slice, writing the run directory. Returns the summary."""
+    """Run `request.system` over the data slice, writing the run directory. Returns the summary.
+
+    Holds the run directory's lock throughout (RunLocked for a second writer). A directory that already holds
+    a run is refused unless `request.resume`: then the conversations it finished are kept and the others run
+    again. The task (and judge) model answers one test call first (ModelUnavailable if not). A Ctrl-C writes
+    the manifest with `status: "interrupted"` and raises Interrupted; `request.max_failures` LM calls failing
+    in a row stop the run with `status: "failed"` (the summary says why; what finished is kept).
+    """
+    from memtrace_opt.lm.roles import check_roles
+
+    started = time.time()
+    dataset = dataset if dataset is not None else load_data(request.data, request.data_slice)
+    if not any(c.questions for c in dataset.conversations):
+        raise DatasetError(f"{request.data}: the data slice {request.data_slice.describe()} selects no questions "
+                           f"({len(dataset.conversations)} conversations); widen --sessions / --category / --limit")
+    program = make_program(request.system, validate_program_settings(request.system, request.program_settings))
+    if request.program_path is not None:
+        load_program_state(program, request.program_path)
+    if models is None:
+        if request.check_models:
+            check_roles(request.roles, ("task", "judge") if request.judge else ("task",))
+        models = Models.from_roles(request.roles)
+    run = RunDir(request.out)
+    with run.lock("run"):
+        config = _run_config(request, program, dataset)
+        done: dict[str, list[CaseRecord]] = {}
+        prior: dict[str, Any] = {}
+        if run.has_artifacts():
+            if not request.resume:
+                if run.read_manifest().get("status", "complete") == "complete" and run.cases_path.exists():
+                    raise MemtraceError(f"{run.root} already holds a run (cases.jsonl); choose another --out or "
+                                        "remove it")
+                raise MemtraceError(f"{run.root} holds an unfinished run; continue it with `memtrace run --resume` "
+                                    "and the same settings, or choose another --out")
+            _check_resumable(run, config)
+            prior = run.read_manifest()
+            done = _finished(run, dataset)
+        run.create(fresh=False)
+        run.write_config(config)
+        if not prior:
+            prior = {"started_at": datetime.fromtimestamp(started, timezone.utc).isoformat()}
+            run.write_manifest({"kind": "run", "status": "running", **prior})
+        return _run_conversations(request, run, program, models, dataset, done, prior, started,
+                                  console=console, progress=progress)
+
+
+def _run_conversations(
+    request: RunRequest,
+    run: RunDir,
+    program: MemoryProgram,
+    models: Models,
+    dataset: Dataset,
+    done: dict[str, list[CaseRecord]],
+    prior: dict[str, Any],
+    started: float,
+    *,
+    console: Console | None,
+    progress: bool,
+) -> RunSummary:
+    """The conversations of `dataset` not in `done`, then the manifest (with `prior`'s usage and time added)."""
     from memtrace_opt.tracing import (
         EventWriter,
         build_graph,
@@ -153,66 +289,68 @@ def run_system(
     )
     from memtrace_opt.tracing.lineage_check import LineageCheck, describe_breaks, lineage_check
 
-    started = time.time()
-    dataset = dataset if dataset is not None else load_data(request.data, request.data_slice)
-    program = make_program(request.system, request.program_settings)
-    if request.program_path is not None:
-        load_program_state(program, request.program_path)
-    models = models if models is not None else Models.from_roles(request.roles)
-    run = RunDir(request.out).create()
-    run.write_config(
-        {
-            "system": request.system,
-            "program": program.config.to_dict(),
-            "program_path": str(request.program_path) if request.program_path else None,
-            "dataset": dataset.name,
-            "data": {"spec": request.data, "path": str(dataset.path), "slice": request.data_slice.to_dict()},
-            "models": request.roles.to_dict(),
-            "judge": request.judge,
-            "threads": request.threads,
-            "seed": request.seed,
-        }
-    )
     judge = _make_judge() if request.judge else None
     judge_lm = models.judge if request.judge else None
     instructions = program_instructions(program)
-    rows: list[ScoreRow] = []
+    rows: list[ScoreRow] = [_row(c) for cases in done.values() for c in cases]
     rows_lock = threading.Lock()
-    op_failures = 0
+    op_failures_by = {k: int(v) for k, v in (prior.get("op_failures_by_conversation") or {}).items() if k in done}
+    stop = threading.Event()
+    stopped_why: list[str] = []
+    todo = [c for c in dataset.conversations if c.sample_id not in done]
+    resumed = "status" in prior  # the manifest of an earlier process: this one resumes its run
     tracker = _Progress(dataset, models, console, progress)
     lineage: list[LineageCheck] = []  # list.append is atomic: conversation threads append concurrently
+    for conversation in dataset.conversations:
+        if conversation.sample_id in done:
+            tracker.skip(conversation)
 
-    def one_conversation(conversation: Conversation) -> int:
+    def check() -> None:
+        if not stop.is_set() and request.max_failures and models.usage.failure_streak >= request.max_failures:
+            stopped_why.append(f"{models.usage.failure_streak} LM calls failed in a row")
+            stop.set()
+        if stop.is_set():
+            raise _Stopped
+
+    def manifest(status: str, **more: Any) -> dict[str, Any]:
+        with rows_lock:
+            table = category_table(rows)
+            counted = list(rows)
+        data = {
+            "kind": "run",
+            "status": status,
+            "versions": versions(),
+            "started_at": prior.get("started_at") or datetime.fromtimestamp(started, timezone.utc).isoformat(),
+            "ended_at": datetime.now(timezone.utc).isoformat(),
+            "seconds": round(float(prior.get("seconds") or 0.0) + time.time() - started, 2),
+            "resumed": int(prior.get("resumed") or 0) + int(resumed),
+            "usage": add_usage(_prior_usage(prior), models.usage.to_dict()),
+            "counts": {
+                "conversations": len(dataset.conversations),
+                "conversations_done": len(op_failures_by),
+                "questions": len(counted),
+                "correct": sum(r.correct for r in counted),
+                "op_failures": sum(op_failures_by.values()),
+            },
+            "op_failures_by_conversation": dict(sorted(op_failures_by.items())),
+            "accuracy": table.to_dict(),
+            **more,
+        }
+        run.write_manifest(data)
+        return data
+
+    def one_conversation(conversation: Conversation) -> None:
+        check()
         graph_rel = str(run.graph_path(conversation.sample_id).relative_to(run.root))
         questions = {q.question_id: q for q in conversation.questions}
 
+        def on_session_done(*_: Any) -> None:
+            tracker.session_done()
+            check()
+
         def on_question_done(question: Question, answer: str, prediction: Any) -> None:
             tracker.question_done()
-
-        def record(question_id: str, answer: str, error: str | None) -> None:
-            question = questions[question_id]
-            scores, correct = score_case(question, answer, judge=judge, judge_lm=judge_lm)
-            run.append_case(
-                CaseRecord(
-                    case_id=f"{request.system}:{question_id}",
-                    system=request.system,
-                    dataset=dataset.name,
-                    sample_id=conversation.sample_id,
-                    question_id=question_id,
-                    question=question.question,
-                    gold=question.answer,
-                    prediction=answer,
-                    category=question.category,
-                    evidence=list(question.evidence),
-                    abstention=question.abstention,
-                    scores=scores,
-                    correct=correct,
-                    graph=graph_rel,
-                    error=error,
-                )
-            )
-            with rows_lock:
-                rows.append(ScoreRow(question.category, scores["f1"] or 0.0, scores["judge"], correct, scores["bleu1"]))
+            check()
 
         meta = {
             "system": request.system,
@@ -230,7 +368,7 @@ def run_system(
                 list(conversation.questions),
                 writer=writer,
                 meta=meta,
-                on_session_done=tracker.session_done,
+                on_session_done=on_session_done,
                 on_question_done=on_question_done,
             )
         graph = build_graph(traced.events)
@@ -239,47 +377,92 @@ def run_system(
         # Judge after the conversation's questions are answered: interleaving judge calls with answer calls
         # would evict the answer prompts' shared prefix from a local model's KV cache. The answers are already
         # safe in events.jsonl.
-        for question_id, answer in traced.answers.items():
-            record(question_id, answer, traced.errors.get(question_id))
-        return len(traced.failures)
+        records = [_case(request, dataset, conversation, questions[qid], answer, traced.errors.get(qid), graph_rel,
+                         judge=judge, judge_lm=judge_lm) for qid, answer in traced.answers.items()]
+        for record in records:
+            run.append_case(record)
+        with rows_lock:
+            rows.extend(_row(r) for r in records)
+            op_failures_by[conversation.sample_id] = len(traced.failures)
+        manifest("running")
 
-    with tracker.running():
-        if request.threads > 1 and len(dataset.conversations) > 1:
-            with ThreadPoolExecutor(max_workers=request.threads) as pool:
-                op_failures = sum(pool.map(one_conversation, dataset.conversations))
-        else:
-            op_failures = sum(one_conversation(c) for c in dataset.conversations)
-
-    table = category_table(rows)
+    status, why = "complete", ""
+    try:
+        with tracker.running():
+            if request.threads > 1 and len(todo) > 1:
+                pool = ThreadPoolExecutor(max_workers=request.threads)
+                try:
+                    for future in [pool.submit(one_conversation, c) for c in todo]:
+                        try:
+                            future.result()
+                        except _Stopped:
+                            pass
+                finally:  # on Ctrl-C: the running conversations stop at their next session or question
+                    stop.set()
+                    pool.shutdown(wait=True, cancel_futures=True)
+            else:
+                for conversation in todo:
+                    try:
+                        one_conversation(conversation)
+                    except _Stopped:
+                        break
+    except KeyboardInterrupt:
+        stop.set()
+        manifest("interrupted")
+        raise Interrupted(f"{run.root}: stopped; the finished conversations are kept "
+                          "(continue with `memtrace run --resume` and the same settings)") from None
+    except BaseException as error:
+        manifest("failed", error=f"{type(error).__name__}: {error}")
+        raise
+    if stopped_why:
+        status, why = "failed", f"stopped: {stopped_why[0]}"
+    else:
+        usage = models.usage.snapshot()
+        task = usage.get("task")
+        if task is not None and task.calls and task.failures == task.calls:
+            status, why = "failed", f"all {task.calls} task LM calls failed"
     for line in describe_breaks(lineage):  # once per op, after every conversation
         log.warning("%s", line)
-    seconds = time.time() - started
-    usage = models.usage.to_dict()
-    run.write_manifest(
-        {
-            "kind": "run",
-            "versions": versions(),
-            "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(),
-            "ended_at": datetime.now(timezone.utc).isoformat(),
-            "seconds": round(seconds, 2),
-            "usage": usage,
-            "counts": {
-                "conversations": len(dataset.conversations),
-                "questions": len(rows),
-                "correct": sum(r.correct for r in rows),
-                "op_failures": op_failures,
-            },
-            "accuracy": table.to_dict(),
-        }
-    )
+    final = manifest(status, **({"error": why} if why else {}))
+    with rows_lock:
+        table = category_table(rows)
     return RunSummary(
         run_dir=run.root,
         table=table,
-        questions=len(rows),
-        correct=sum(r.correct for r in rows),
-        op_failures=op_failures,
-        seconds=seconds,
-        usage=usage,
+        questions=final["counts"]["questions"],
+        correct=final["counts"]["correct"],
+        op_failures=final["counts"]["op_failures"],
+        seconds=time.time() - started,
+        usage=final["usage"],
+        status=status,
+        error=why or None,
+    )
+
+
+def _row(case: CaseRecord) -> ScoreRow:
+    return ScoreRow(case.category, case.scores.get("f1") or 0.0, case.scores.get("judge"), case.correct,
+                    case.scores.get("bleu1"))
+
+
+def _case(request: RunRequest, dataset: Dataset, conversation: Conversation, question: Question, answer: str,
+          error: str | None, graph_rel: str, *, judge: Any | None, judge_lm: dspy.LM | None) -> CaseRecord:
+    scores, correct = score_case(question, answer, judge=judge, judge_lm=judge_lm)
+    return CaseRecord(
+        case_id=f"{request.system}:{question.question_id}",
+        system=request.system,
+        dataset=dataset.name,
+        sample_id=conversation.sample_id,
+        question_id=question.question_id,
+        question=question.question,
+        gold=question.answer,
+        prediction=answer,
+        category=question.category,
+        evidence=list(question.evidence),
+        abstention=question.abstention,
+        scores=scores,
+        correct=correct,
+        graph=graph_rel,
+        error=error,
     )
 
 

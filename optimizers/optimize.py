@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memtrace_opt.data import load_data
-from memtrace_opt.errors import ConfigError, MemtraceError
+from memtrace_opt.errors import ConfigError, Interrupted, MemtraceError
 from memtrace_opt.lm.models import Models
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
@@ -36,7 +36,7 @@ from memtrace_opt.optimizers.loop.settings import LoopSettings
 from memtrace_opt.optimizers.loop.study import default_storage
 from memtrace_opt.optimizers.loop.teleprompter import MemTraceOptimizer
 from memtrace_opt.programs import make_program
-from memtrace_opt.rundir import CaseRecord, RunDir, versions
+from memtrace_opt.rundir import CaseRecord, RunDir, add_usage, versions
 
 __all__ = ["PRESETS", "OptimizeRequest", "OptimizeSummary", "optimize_system", "apply_preset"]
 
@@ -126,9 +126,75 @@ def optimize_system(
     on_round: Callable[[RoundRecord], None] | None = None,
     optimizer_options: dict[str, Any] | None = None,
 ) -> OptimizeSummary:
-    """Optimize, save and test (see the module docstring). Resumes a killed run found in `request.out`."""
-    started = time.time()
+    """Optimize, save and test (see the module docstring). Resumes a killed run found in `request.out`.
+
+    Holds the run directory's lock throughout (RunLocked for a second writer). Each finished round writes the
+    manifest with `status: "running"` and the LM usage so far, so a resumed run's usage counts every process;
+    a Ctrl-C writes it with `status: "interrupted"` and raises Interrupted. Trials a killed process left
+    RUNNING in the run's own study file are marked FAIL first.
+    """
     run = RunDir(request.out)
+    with run.lock("optimize"):
+        started = time.time()
+        prior = run.read_manifest()
+        if models is None:
+            from memtrace_opt.lm.roles import check_roles
+
+            check_roles(request.roles, _roles_needed(request))
+            models = Models.from_roles(request.roles)
+        if request.storage is None and (run.root / "optuna.db").exists():
+            _fail_orphan_trials(default_storage(run.root))
+        metered = models
+
+        def checkpoint(status: str) -> None:
+            run.write_manifest({"kind": "optimize", "status": status, "versions": versions(),
+                                "started_at": prior.get("started_at")
+                                or datetime.fromtimestamp(started, timezone.utc).isoformat(),
+                                "usage": add_usage(prior.get("usage") or {}, metered.usage.to_dict())})
+
+        def round_done(record: RoundRecord) -> None:
+            checkpoint("running")
+            if on_round is not None:
+                on_round(record)
+
+        try:
+            return _optimize(request, run, prior.get("usage") or {}, models=models, on_round=round_done,
+                             optimizer_options=optimizer_options)
+        except KeyboardInterrupt:
+            checkpoint("interrupted")
+            raise Interrupted(f"{run.root}: stopped; the study keeps every finished candidate (run the same "
+                              "command again to resume)") from None
+
+
+def _roles_needed(request: OptimizeRequest) -> tuple[str, ...]:
+    roles = ["task", "reflection", "attributor"]  # a role sharing the task's model costs no extra check
+    if request.judge:
+        roles.append("judge")
+    return tuple(roles)
+
+
+def _fail_orphan_trials(storage_url: str) -> None:
+    """Mark FAIL every trial left RUNNING in a study file only this (locked) run directory writes."""
+    import optuna
+    from optuna.trial import TrialState
+
+    storage = optuna.storages.RDBStorage(storage_url)
+    for study in storage.get_all_studies():
+        for trial in storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            log.info("%s: trial %d of a killed run marked FAIL", study.study_name, trial.number)
+
+
+def _optimize(
+    request: OptimizeRequest,
+    run: RunDir,
+    prior_usage: dict[str, Any],
+    *,
+    models: Models,
+    on_round: Callable[[RoundRecord], None] | None,
+    optimizer_options: dict[str, Any] | None,
+) -> OptimizeSummary:
+    started = time.time()
     if run.cases_path.exists():
         raise MemtraceError(f"{run.root} already holds a finished optimization (cases.jsonl); choose another --out")
     run.create()
@@ -140,7 +206,6 @@ def optimize_system(
         from memtrace_opt.runner import load_program_state
 
         load_program_state(student, request.program_path)
-    models = models if models is not None else Models.from_roles(request.roles)
     storage = request.storage or default_storage(run.root)
     _write_config(run, request, student, dataset, splits, storage)
     optimizer = MemTraceOptimizer.from_models(
@@ -158,11 +223,12 @@ def optimize_system(
     seconds = time.time() - started
     run.write_manifest({
         "kind": "optimize",
+        "status": "complete",
         "versions": versions(),
         "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(),
         "ended_at": datetime.now(timezone.utc).isoformat(),
         "seconds": round(seconds, 2),
-        "usage": models.usage.to_dict(),
+        "usage": add_usage(prior_usage, models.usage.to_dict()),
         **result.manifest_part(),
         "test": test,
         "splits": splits.to_dict(),

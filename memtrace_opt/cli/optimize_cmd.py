@@ -14,6 +14,7 @@ import typer
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, data_slice, with_model_flags
 from memtrace_opt.config import load_config
+from memtrace_opt.config_schema import validate_program_settings
 from memtrace_opt.lm.roles import ModelRoles
 from memtrace_opt.programs import BUILTIN_SYSTEMS
 
@@ -134,7 +135,7 @@ def optimize_command(
         test=test or cfg.get("test"),
         split=str(split or cfg.get("split") or "0.4,0.3,0.3"),
         per_split=per_split if per_split is not None else cfg.get("per_split"),
-        program_settings=dict(cfg.get("settings") or {}),
+        program_settings=validate_program_settings(system, cfg.get("settings")),
         program_path=program or (Path(cfg["program"]) if cfg.get("program") else None),
         settings=LoopSettings.of(**explicit_loop),
         attribution=str(attribution or opt_cfg.get("attribution") or "graphtrace"),
@@ -225,7 +226,7 @@ def compare_command(
         data_slice=data_slice(sessions, category, limit),
         train=train, val=val, test=test, split=split or "0.4,0.3,0.3", per_split=per_split,
         optimizers=parse_optimizers(optimizers), budget=budget, time_budget=time_budget, attribution=attribution,
-        judge=judge, program_settings=dict(cfg.get("settings") or {}), seed=seed,
+        judge=judge, program_settings=validate_program_settings(system, cfg.get("settings")), seed=seed,
         loop=LoopSettings.of(**_loop_values(dict(cfg.get("optimize") or {}), loop, COMPARE_OWN), seed=seed),
     )
     out_console = console()

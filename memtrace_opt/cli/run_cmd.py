@@ -11,6 +11,7 @@ import typer
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, data_slice, with_model_flags
 from memtrace_opt.config import load_config
+from memtrace_opt.config_schema import validate_program_settings
 from memtrace_opt.lm.roles import ModelRoles
 from memtrace_opt.programs import BUILTIN_SYSTEMS
 
@@ -37,6 +38,7 @@ def run_command(
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge too.")] = None,  # noqa: UP045
     threads: Annotated[Optional[int], typer.Option(help="Conversations run in parallel.")] = None,  # noqa: UP045
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the killed run in --out: keep its finished conversations, run the others again.")] = False,
     *,
     roles: ModelRoles,
     config: Path | None,
@@ -61,16 +63,19 @@ def run_command(
     }
     if not merged["system"]:
         raise typer.BadParameter("give --system (or `system:` in --config)", param_hint="--system")
+    if resume and out is None and not cfg.get("out"):
+        raise typer.BadParameter("--resume needs the run directory to continue: give --out", param_hint="--out")
     request = RunRequest(
         system=merged["system"],
         data=str(merged["data"]),
         out=out if out is not None else Path(cfg["out"]) if cfg.get("out") else default_out(merged["system"]),
         roles=roles,
         data_slice=data_slice(merged["sessions"], merged["categories"], merged["limit"]),
-        program_settings=dict(cfg.get("settings") or {}),
+        program_settings=validate_program_settings(merged["system"], cfg.get("settings")),
         program_path=program or (Path(cfg["program"]) if cfg.get("program") else None),
         judge=bool(merged["judge"]),
         threads=int(merged["threads"]),
+        resume=resume,
     )
     out_console = console()
     summary = run_system(request, console=out_console, progress=not quiet)
@@ -79,3 +84,6 @@ def run_command(
         f"{summary.correct}/{summary.questions} correct, {summary.op_failures} op failures, "
         f"{summary.seconds:.1f} s -> {summary.run_dir}"
     )
+    if summary.failed:  # the job ran and failed: what finished is written, exit 1
+        typer.echo(f"error: {summary.error}; the finished conversations are kept in {summary.run_dir}", err=True)
+        raise typer.Exit(1)

@@ -187,3 +187,46 @@ def build_lm(spec: ModelSpec, role: str = "task", *, usage: Any = None, fake_eng
             return RoleLM(spec.model, **common, **client, **extra)
     except (ValueError, TypeError, LMConfigurationError) as exc:
         raise ConfigError(f"models.{role}: {exc}") from exc
+
+
+PING = "Reply with the single word OK."
+CHECK_TIMEOUT_S = 30.0
+
+
+def check_model(spec: ModelSpec, role: str = "task", *, timeout: float = CHECK_TIMEOUT_S) -> None:
+    """Make sure `spec` can answer before a job spends its time: one tiny uncached call, no retries, at most
+    `timeout` seconds. Raises ModelUnavailable naming the role, the model and what failed.
+
+    The fake model is not called (a test scripts its failures); the embedded model is prepared (llama_cpp
+    importable, the weights assembled and verified) but not called, so no job pays an extra generation.
+    """
+    from memtrace_opt.redact import redact_text
+
+    if spec.kind == FAKE:
+        return
+    if spec.kind == "embedded":
+        build_lm(spec, role)
+        return
+    probe = ModelSpec(model=spec.model, api_base=spec.api_base, api_key_env=spec.api_key_env,
+                      temperature=spec.temperature, max_tokens=min(spec.max_tokens, 16),
+                      extra={**spec.extra, "cache": False, "num_retries": 0})
+    where = f" at {spec.api_base}" if spec.api_base else ""
+    lm = build_lm(probe, role)
+    try:
+        lm(PING, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - any failure of the probe is the user's model setup
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        if len(detail) > 300:
+            detail = detail[:299] + "…"
+        raise ModelUnavailable(redact_text(f"{role} model {spec.model}{where} did not answer a test call: {detail}")) from None
+
+
+def check_roles(roles: ModelRoles, needed: tuple[str, ...] = ROLES, *, timeout: float = CHECK_TIMEOUT_S) -> None:
+    """`check_model` for each role in `needed`, once per distinct spec (roles sharing the task's spec cost one call)."""
+    seen: list[ModelSpec] = []
+    for role in needed:
+        spec = roles.spec(role)
+        if spec in seen:
+            continue
+        seen.append(spec)
+        check_model(spec, role, timeout=timeout)

@@ -47,6 +47,7 @@ class UsageTracker:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_role: dict[str, RoleUsage] = {}
+        self.failure_streak = 0  # calls failed in a row, any role (a success or a cache hit resets it)
 
     def record(
         self,
@@ -69,6 +70,7 @@ class UsageTracker:
                 cache_hits=old.cache_hits + int(cached),
                 failures=old.failures + int(failed),
             )
+            self.failure_streak = self.failure_streak + 1 if failed else 0
 
     def snapshot(self) -> dict[str, RoleUsage]:
         with self._lock:
@@ -80,6 +82,7 @@ class UsageTracker:
     def reset(self) -> None:
         with self._lock:
             self._by_role.clear()
+            self.failure_streak = 0
 
     def __deepcopy__(self, memo: dict[int, Any]) -> UsageTracker:
         return self

@@ -15,6 +15,7 @@ from typing import Any
 import networkx as nx
 
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.redact import redact, redact_text
 from memtrace_opt.rundir import RunDir, read_jsonl
 
 __all__ = ["RunArtifacts", "load_run", "read_graph"]
@@ -24,18 +25,26 @@ log = logging.getLogger(__name__)
 
 def read_graph(path: Path) -> nx.MultiDiGraph:
     """An evolution graph file (`networkx.node_link_data(G, edges="edges")` JSON) as a MultiDiGraph, read with
-    `memtrace_opt.tracing.load_graph` (which checks the schema version) when the tracing package imports."""
+    `memtrace_opt.tracing.graph_from_json` (which checks the schema version) when the tracing package imports.
+    Secrets a file written by an older release may hold are redacted on the way in."""
     try:
-        from memtrace_opt.tracing.graph import load_graph
+        from memtrace_opt.tracing.graph import graph_from_json
     except ImportError:  # a partial install: read the documented format directly
         return _read_node_link(path)
-    graph = load_graph(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise MemtraceError(f"{path}: cannot read the evolution graph ({error})") from error
+    try:
+        graph = graph_from_json(redact_text(text))
+    except (ValueError, KeyError) as error:
+        raise MemtraceError(f"{path}: cannot read the evolution graph ({error})") from error
     return graph if isinstance(graph, nx.MultiDiGraph) else nx.MultiDiGraph(graph)
 
 
 def _read_node_link(path: Path) -> nx.MultiDiGraph:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = redact(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, json.JSONDecodeError) as error:
         raise MemtraceError(f"{path}: cannot read the evolution graph ({error})") from error
     data.setdefault("directed", True)
@@ -101,7 +110,8 @@ class RunArtifacts:
 
 
 def load_run(root: str | Path) -> RunArtifacts:
-    """Reads a run directory; raises MemtraceError when it is not one (no cases.jsonl)."""
+    """Reads a run directory; raises MemtraceError when it is not one (no cases.jsonl). Every value is redacted
+    (`memtrace_opt.redact`), so the report and the exporters never pass on a secret an older run wrote."""
     run = RunDir(root).require()
     try:
         config = run.read_config()
@@ -110,8 +120,8 @@ def load_run(root: str | Path) -> RunArtifacts:
         raise MemtraceError(f"{run.root}: cannot read the run's config or manifest ({error})") from error
     return RunArtifacts(
         root=run.root,
-        config=config if isinstance(config, dict) else {},
-        manifest=manifest if isinstance(manifest, dict) else {},
-        cases=read_jsonl(run.cases_path),
-        verdicts=read_jsonl(run.verdicts_path),
+        config=redact(config) if isinstance(config, dict) else {},
+        manifest=redact(manifest) if isinstance(manifest, dict) else {},
+        cases=redact(read_jsonl(run.cases_path)),
+        verdicts=redact(read_jsonl(run.verdicts_path)),
     )

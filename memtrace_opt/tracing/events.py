@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.redact import redact
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -237,7 +238,8 @@ class EventSink(Protocol):
 
 
 def _dumps(event: Event) -> str:
-    return json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"), default=repr)
+    """One event as its JSON line, secrets redacted (`memtrace_opt.redact`)."""
+    return json.dumps(redact(event.to_dict()), ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
 class EventWriter:

@@ -47,6 +47,7 @@ from typing import Any
 import networkx as nx
 
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.redact import redact
 from memtrace_opt.tracing._builder import CONTENT, Builder
 from memtrace_opt.tracing.events import (
     AnswerEvent,
@@ -203,8 +204,9 @@ def _build(events: Iterable[Event | dict[str, Any]], content_lineage: bool = Tru
 
 # saving ------------------------------------------------------------------------------------------------
 def graph_to_json(G: nx.MultiDiGraph) -> str:
-    """Deterministic JSON (`node_link_data(G, edges="edges")`, sorted keys, compact, trailing newline)."""
-    data = nx.node_link_data(G, edges="edges")
+    """Deterministic JSON (`node_link_data(G, edges="edges")`, sorted keys, compact, trailing newline), secrets
+    redacted (`memtrace_opt.redact`)."""
+    data = redact(nx.node_link_data(G, edges="edges"))
     return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 

@@ -93,6 +93,8 @@ class StudyLedger:
                 )
             study = optuna.create_study(study_name=study_name, storage=backend, direction="maximize",
                                         load_if_exists=True)
+            if isinstance(backend, optuna.storages.RDBStorage):  # trials of killed workers stop being RUNNING
+                optuna.storages.fail_stale_trials(study)
         return cls(study)
 
     # study-level records ------------------------------------------------------------------------------

@@ -54,3 +54,9 @@ def test_the_commands_flags_are_generated_from_the_knobs(command):
     shown = set(re.findall(r"--[a-z][a-z-]+", result.output))
     own = {"--budget", "--time-budget"} if command == "compare" else set()  # compare's budget is per optimizer
     assert set(FLAGS) - own <= shown and "--full-demos" in shown and "--no-local-check" in shown
+
+
+def test_the_config_files_optimize_section_knows_every_loop_knob():
+    from memtrace_opt.config_schema import OptimizeSection
+
+    assert {k.name for k in knobs(LoopSettings)} <= set(OptimizeSection.model_fields)
