@@ -8,26 +8,15 @@ not set; in CI a missing browser fails the test (install: apt-get install -y chr
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from memtrace_opt.report import write_report
-from memtrace_opt.report.browser import HeadlessChromium, find_chromium
+from memtrace_opt.report.browser import HeadlessChromium
 from memtrace_opt.report.demo_run import ANSWER_INSTRUCTION, DECIDE_INSTRUCTION, write_demo_run
 
 CASE = "mem0/locomo/conv-26-q3"  # "Where does Caroline work?": a bad update decision deleted the memory
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    path = find_chromium()
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is required in CI: apt-get install -y chromium")
-        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium); CI runs this test")
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ same form keeps a label and downloads labels.jsonl. Skipped only where Chromium 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -14,22 +13,12 @@ from pathlib import Path
 import pytest
 
 from memtrace_opt.report import write_report
-from memtrace_opt.report.browser import HeadlessChromium, find_chromium
+from memtrace_opt.report.browser import HeadlessChromium
 from memtrace_opt.report.labels import read_labels
 from memtrace_opt.report.serve import LabelServer
 
 DELETED = "mem0/locomo/conv-26-q3"  # the update decision op:10 deleted "works at the bakery"
 RETRIEVAL = "mem0/locomo/conv-26-q4"
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    path = find_chromium()
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is required in CI: apt-get install -y chromium")
-        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium); CI runs this test")
-    return path
 
 
 @pytest.fixture
