@@ -110,8 +110,29 @@ def _session_of(dia_id: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+def reply_limits() -> dict[str, int]:
+    """op name -> the reply token cap of every built-in system's bounded LM op (a reply that used it was cut)."""
+    import importlib
+
+    from memtrace_opt.programs.common import BoundedLMOperation
+
+    for name in ("long_context", "rag", "mem0", "evermemos"):
+        importlib.import_module(f"memtrace_opt.programs.{name}")
+    limits: dict[str, int] = {}
+    todo = list(BoundedLMOperation.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        op_name, cap = getattr(cls, "op_name", None), getattr(cls, "reply_tokens", None)
+        if isinstance(op_name, str) and isinstance(cap, int):
+            limits[op_name] = cap
+    return limits
+
+
 def graph_figures(graphs: list[Any]) -> dict:
-    """Write-path seconds per session, read-path seconds, and per op: calls, unparseable and cut replies."""
+    """Write-path seconds per session, read-path seconds, and per op: calls, unparseable replies and replies cut
+    at the op's token cap."""
+    limits = reply_limits()
     per_session: dict[int, float] = defaultdict(float)
     read_s = 0.0
     per_op: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -136,7 +157,9 @@ def graph_figures(graphs: list[Any]) -> dict:
                 messages = call.get("messages") or []
                 if isinstance(messages, str):
                     messages = json.loads(messages)
-                parses, cut = reply_problems(messages, str(call.get("response") or ""))
+                parses, unfinished = reply_problems(messages, str(call.get("response") or ""))
+                cap = limits.get(attrs["op"])
+                cut = unfinished and cap is not None and int(call.get("completion_tokens") or 0) >= cap
                 count = per_op[attrs["op"]]
                 count["calls"] += 1
                 count["unparseable"] += 0 if parses else 1
@@ -188,7 +211,7 @@ def measure_ops(sequence: list[tuple[str, list[dict[str, str]], int]], configs: 
         for (op, messages, _), stats, reply, index in zip(sequence, engine.stats or [], replies, range(len(replies)),
                                                          strict=True):
             row = rows[op]
-            parses, cut = reply_problems(messages, reply)
+            parses, _ = reply_problems(messages, reply)
             row["calls"] += 1
             row["prompt_tokens"] += stats.prompt_tokens
             row["cached_tokens"] += stats.cached_tokens
@@ -198,7 +221,7 @@ def measure_ops(sequence: list[tuple[str, list[dict[str, str]], int]], configs: 
             row["decode_ms"] += int(stats.decode_s * 1000)
             row["ms"] += int(stats.seconds * 1000)
             row["unparseable"] += 0 if parses else 1
-            row["cut"] += 1 if cut or stats.finish_reason == "length" else 0
+            row["cut"] += 1 if stats.finish_reason == "length" else 0
             if baseline:
                 row["differs_from_off"] += int(reply.strip() != baseline[index].strip())
         results[name] = {op: dict(c) for op, c in rows.items()}
@@ -265,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--parts", default="before,ops,after")
     parser.add_argument("--out", type=Path, default=Path("runs") / "bench-engine")
+    parser.add_argument("--refigure", action="store_true", help="recompute the graph figures of finished runs")
     args = parser.parse_args(argv)
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -274,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
 
+    if args.refigure:
+        for key, value in results.items():
+            if key.startswith(("before/", "after/")):
+                graphs = sorted((args.out / key / "graphs").glob("*.json"))
+                value["paths"] = graph_figures([load_graph(p) for p in graphs])
+        save()
     data_slice = DataSlice(sample_ids=(args.sample,), sessions=parse_sessions(args.sessions))
     limits = {"mem0": args.mem0_questions, "evermemos": args.evermemos_questions}
     parts = args.parts.split(",")
