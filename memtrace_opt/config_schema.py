@@ -62,6 +62,8 @@ class OptimizeSection(_Strict):
     compact_demos: Optional[bool] = None  # noqa: UP045
     pattern_rules: Optional[bool] = None  # noqa: UP045
     threads: Optional[int] = Field(None, ge=1)  # noqa: UP045
+    repairs: Optional[int] = Field(None, ge=0)  # noqa: UP045
+    scoped_replay: Optional[bool] = None  # noqa: UP045
     attribution: Optional[str] = None  # noqa: UP045
     judge: Optional[bool] = None  # noqa: UP045
     storage: Optional[str] = None  # noqa: UP045

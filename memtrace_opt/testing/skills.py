@@ -15,7 +15,7 @@ anywhere in the instruction text):
 
 | skill (output fields) | behaviour | instruction rule |
 |---|---|---|
-| `facts` (mem0.extract_facts) | one fact per informative sentence of the new messages (3+ content words, not a question), first person rewritten to the speaker's name; image captions become "X shared a photo of ..." | no "date" in the instruction: facts holding a number or a time word (yesterday, last week, May, Monday, ...) are DROPPED. With "date": relative times are resolved against the session date ("yesterday" -> "on 7 May 2023") |
+| `facts` (mem0.extract_facts) | one fact per informative sentence of the new messages (3+ content words, not a question), first person rewritten to the speaker's name; image captions become "X shared a photo of ..." | no "date" in the instruction: facts holding a number or a time word (yesterday, last week, May, Monday, ...) are DROPPED. With "date", or a demo (a worked example before the request) whose facts hold a time word or number: relative times are resolved against the session date ("yesterday" -> "on 7 May 2023") |
 | `memory_actions` (mem0.update_decision) | per fact, the most similar shown memory by token overlap (Jaccard): NONE if it holds all the fact's content words; a negation cue (cancelled, no longer, quit, ...) with overlap >= 0.2: DELETE that memory and ADD the fact; >= 0.4: UPDATE with the memory's text and the fact merged; else ADD | DELETE needs "contradict" in the instruction (else the fact is just ADDed); UPDATE needs "merge" (else ADD, leaving a stale duplicate) |
 | `episode_ends` (evermemos.detect_boundary) | true when the newest messages share almost no content words with the current episode (Jaccard < 0.08) or open with a farewell/greeting | without "topic" in the instruction: always false |
 | `episode` (evermemos.extract_episode) | "Speaker said that ..." sentences of the informative messages, in order | with "absolute": starts "On <date>," and resolves relative times; without: relative times stay ("yesterday") |
@@ -198,8 +198,14 @@ def _statements(text: str, session_day: date | None, *, resolve: bool) -> list[t
 
 
 # skills -------------------------------------------------------------------------------------------------
+def _demo_replies(call: FakeCall) -> list[str]:
+    """The replies of the demos a request carries (assistant messages before its own user message)."""
+    return [str(m.get("content") or "") for m in call.messages[:-1] if m.get("role") == "assistant"]
+
+
 def extract_facts(call: FakeCall) -> dict:
-    keep_dates = _has(call.instruction, "date")
+    # a worked example whose facts keep a date teaches what the instruction does not say
+    keep_dates = _has(call.instruction, "date") or any(_TIME_WORDS.search(reply) for reply in _demo_replies(call))
     day = _header_date(call.inputs.get("session_date"))
     facts = []
     for _, statement in _statements(call.inputs.get("new_messages", ""), day, resolve=keep_dates):

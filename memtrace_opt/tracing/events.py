@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 
-Replayed = Literal["memo", "forced"]
+Replayed = Literal["memo", "forced", "scoped"]
 
 
 class _EventBase:
@@ -111,7 +111,8 @@ class OpEvent(_EventBase):
     in the traced program (None for non-LM ops); `instructions` the instruction in force; `inputs`/`outputs`
     the JSON form of the call (`memtrace_opt.memory.values.to_jsonable`); `error` the exception message, or
     the `error` output of an op that returned fallback outputs; `replayed` says the outputs came from a replay
-    record ("memo") or were forced ("forced") instead of running; `content_key` is the op's content address.
+    record ("memo"), were forced ("forced") or were the current program's output served by the optimizer's scoped
+    replay ("scoped") instead of running; `content_key` is the op's content address.
     """
 
     call_id: str

@@ -14,7 +14,10 @@ against LM calls) and each optimizer's program under programs/<optimizer>.json (
 `memtrace run --program` loads it).
 
 Optimizer names: memtrace (our loop with `attribution`), blame_response (our loop, every failure blamed on the
-answer op: optimizing without attribution), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
+answer op: optimizing without attribution), the ablations of our loop that differ only in how a round's
+predictor is chosen or whether repairs are used: memtrace_roundrobin (the predictors in program order, GEPA's
+default), memtrace_all (no attribution: every failure goes to every prompt, the predictors in turn),
+memtrace_norepair (blame without repairs), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
 simba, bootstrap, gepa_attributed.
 """
 
@@ -42,17 +45,19 @@ from memtrace_opt.optimizers.evaluation.program_io import changed_prompts, demo_
 from memtrace_opt.optimizers.evaluation.qa import QAContext
 from memtrace_opt.optimizers.evaluation.splits import SplitRequest, make_splits
 from memtrace_opt.optimizers.loop.budget import LMBudget
+from memtrace_opt.optimizers.loop.round_robin import RoundRobin
+from memtrace_opt.optimizers.loop.routing import EveryPredictor
 from memtrace_opt.optimizers.loop.settings import LoopSettings
 from memtrace_opt.optimizers.loop.teleprompter import METERED_ROLES, MemTraceOptimizer
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import write_json
 
-__all__ = ["OURS", "ALL_OPTIMIZERS", "AnswerShape", "CompareRequest", "CompareRow", "CompareSummary",
+__all__ = ["OURS", "ALL_OPTIMIZERS", "ablation", "AnswerShape", "CompareRequest", "CompareRow", "CompareSummary",
            "compare_optimizers", "parse_optimizers"]
 
 log = logging.getLogger(__name__)
 
-OURS = ("memtrace", "blame_response")
+OURS = ("memtrace", "blame_response", "memtrace_roundrobin", "memtrace_all", "memtrace_norepair")
 ALL_OPTIMIZERS = (*OURS, *BASELINES)
 DEFAULT_OPTIMIZERS = ("memtrace", "gepa", "mipro", "copro", "simba", "bootstrap", "blame_response")
 
@@ -187,11 +192,16 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     """Our loop on the request; returns the program, LM calls, tokens, what stopped it ("calls", "time" or None
     for its own stop), the calls to its best program and its rounds."""
     method = "blame_response" if name == "blame_response" else request.attribution
-    settings = request.loop.with_values({"budget": request.budget, "time_budget": request.time_budget})
+    values: dict[str, Any] = {"budget": request.budget, "time_budget": request.time_budget}
+    if name == "memtrace_norepair":
+        values["repairs"] = 0
+    settings = request.loop.with_values(values)
+    order = tuple(n for n, _ in student.named_predictors())
     optimizer = MemTraceOptimizer(
         metric, task_lm=models.task, reflection_lm=models.reflection, attributor_lm=models.attributor,
         usage=models.usage, settings=settings, attribution=method, memo=context.memo.copy(),
         storage=None,  # an in-memory study: a comparison always starts from scratch
+        **ablation(name, order),
     )
     program = optimizer.compile(student, trainset=train, valset=val)
     result = optimizer.result
@@ -203,6 +213,16 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     # "budget" also when it stopped with calls left that could not take another candidate to a validation
     stopped_by = {"budget": "calls", "time": "time"}.get(result.stop_reason)
     return program, result.lm_calls, result.tokens, stopped_by, result.calls_to_best, details
+
+
+def ablation(name: str, order: Sequence[str]) -> dict[str, Any]:
+    """The optimizer arguments that make our loop the named ablation (`memtrace`: none): a selector, a failure
+    routing, or the repairs off; everything else (proposer, gates, acceptance rule) is the same."""
+    if name == "memtrace_roundrobin":
+        return {"selector": RoundRobin(tuple(order))}
+    if name == "memtrace_all":
+        return {"selector": RoundRobin(tuple(order)), "routing": EveryPredictor()}
+    return {}
 
 
 def _write_tables(out: Path, request: CompareRequest, splits: Any, metric: AnswerMetric, baseline: float,

@@ -7,12 +7,13 @@
 Each conversation among the cases is traced once per evaluation (`trace_conversation`) with the memo's replay
 control active, so only operations whose content changed run: after an answer-prompt rewrite, the write path
 is served from the memo and only the answer calls reach the LM. Every traced run feeds the memo back.
+With `reuse` (a scoped replay, `scoped.py`), given calls are served outputs by content key before the memo.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,26 +112,31 @@ class CachedEvaluator:
         self.threads = max(1, threads)
         self.before_conversation = before_conversation
 
-    def run_conversation(self, program: dspy.Module, key: str, questions: Sequence[Question]) -> TracedConversation:
-        """Traces `program` over one conversation's write path and `questions`, replaying through the memo."""
+    def run_conversation(self, program: dspy.Module, key: str, questions: Sequence[Question],
+                         reuse: Mapping[str, Mapping[str, Any]] | None = None) -> TracedConversation:
+        """Traces `program` over one conversation's write path and `questions`, replaying through the memo (and
+        serving `reuse`, content key -> outputs, first: those calls are marked "scoped" and not learned)."""
         _, conversation = resolve_conversation(key)
         if self.before_conversation is not None:
             self.before_conversation()
         lm = self.task_lm if self.task_lm is not None else dspy.settings.lm
         model = lm_name(lm)
+        control: Any = self.memo.control(key, model)
+        if reuse:
+            control = _Reusing(control, reuse)
         with dspy.context(lm=lm):
-            traced = trace_conversation(
-                program, conversation, list(questions), meta=dict(self.meta), replay=self.memo.control(key, model)
-            )
+            traced = trace_conversation(program, conversation, list(questions), meta=dict(self.meta), replay=control)
         self.memo.learn(key, traced.events, model)
         return traced
 
-    def evaluate(self, program: dspy.Module, cases: Sequence[CaseRef]) -> EvalResult:
-        """Runs every conversation among `cases` (traced, memoized) and scores each case."""
+    def evaluate(self, program: dspy.Module, cases: Sequence[CaseRef],
+                 reuse: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> EvalResult:
+        """Runs every conversation among `cases` (traced, memoized) and scores each case; `reuse`: per
+        conversation key, outputs to serve by content key (a scoped replay)."""
         grouped = group_by_conversation(cases)
 
         def one(key: str) -> tuple[str, TracedConversation]:
-            return key, self.run_conversation(program, key, grouped[key])
+            return key, self.run_conversation(program, key, grouped[key], (reuse or {}).get(key))
 
         if self.threads > 1 and len(grouped) > 1:
             with ThreadPoolExecutor(max_workers=self.threads) as pool:
@@ -153,3 +159,16 @@ class CachedEvaluator:
             reused_ops=sum(t.reused_ops for t in traces.values()),
             rerun_ops=sum(t.rerun_ops for t in traces.values()),
         )
+
+
+class _Reusing:
+    """A replay control serving given outputs by content key (marked "scoped"), then the memo's control."""
+
+    def __init__(self, inner: Any, reuse: Mapping[str, Mapping[str, Any]]) -> None:
+        self.inner, self.reuse = inner, reuse
+
+    def lookup(self, op: Any, key: str) -> tuple[dict[str, Any], str] | None:
+        served = self.reuse.get(key)
+        if served is not None:
+            return dict(served), "scoped"
+        return self.inner.lookup(op, key)

@@ -56,8 +56,10 @@ class ReplayMemo:
 
     def learn(self, conversation_key: str, events: Iterable[Event], model: str | None = None) -> int:
         """Adds the op calls of a traced run; returns how many new content keys it learned. Failed calls and
-        calls whose key is already known are not added (the first recording of a key wins)."""
-        events = list(events)
+        calls whose key is already known are not added (the first recording of a key wins), nor calls a scoped
+        replay served (`scoped.py`)."""
+        # outputs a scoped replay served are the current program's, not this run's: never learned
+        events = [e for e in events if not (isinstance(e, OpEvent) and e.replayed == "scoped")]
         namespace = (model if model is not None else lm_name(), conversation_key)
         grouped: dict[str, list[RecordedOp]] = {}
         for op in recorded_ops(events):

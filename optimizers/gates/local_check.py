@@ -11,7 +11,9 @@ it: attribution would blame that call again. (A case recorded without its questi
 word of the gold answer anywhere in the output.) The candidate goes on to the minibatch
 replay (for Mem0's extraction: the whole write path again, minutes per conversation) only if it makes more
 blamed calls carry the answer than it makes correct cases' calls lose it; otherwise it is rejected for a few
-LM calls.
+LM calls. A blamed call with a confirmed repair (`evaluation/repairs.py`) is checked against the repair
+instead: it is fixed when its output now produces what the repair adds (each added fact or action text, by
+`TARGET_SHARE` of its content words in one part of the output).
 
     cases = local_cases(predictor, evaluation, blame, memo)      # kept in the round plan (JSON)
     result = check_candidate(program, predictor, text, cases, lm)
@@ -42,7 +44,7 @@ from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, ou
 from memtrace_opt.optimizers.evaluation.memo import LMExchange, ReplayMemo
 from memtrace_opt.optimizers.gates.decision import Decision, Status
 
-__all__ = ["LocalCase", "LocalCheckGate", "LocalResult", "local_cases", "correct_calls", "check_candidate", "carries", "gold_words"]
+__all__ = ["TARGET_SHARE", "LocalCase", "LocalCheckGate", "LocalResult", "local_cases", "correct_calls", "check_candidate", "carries", "gold_words"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,11 @@ _FUNCTION_WORDS = frozenset(answer_tokens(
     "is are was were be been being am do does did has have had will would shall should can could may might must "
     "of in on at to for from by with about as into over after before than then so not no or if but also very "
     "there here when where how why"))
+
+
+# a re-run produces a repair's fact when one part holds this share of its content words: the repair's own words
+# ("yesterday ... (8 May, 2023)") and a candidate's ("on 7 May 2023") differ where both carry the fact
+TARGET_SHARE = 0.7
 
 
 @dataclass(frozen=True)
@@ -66,17 +73,23 @@ class LocalCase:
     response: str
     blamed: bool
     question: str = ""
+    target: tuple[str, ...] = ()  # what a confirmed repair of this call adds (empty: no repair)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["target"] = list(self.target)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LocalCase:
         return cls(str(data["case_id"]), str(data["gold"]), str(data["prompt"]), str(data["response"]),
-                   bool(data["blamed"]), str(data.get("question") or ""))
+                   bool(data["blamed"]), str(data.get("question") or ""), tuple(str(t) for t in data.get("target") or ()))
 
     def carried_by(self, parts: Sequence[str]) -> bool:
-        """Whether a call's output (in parts, see `reply_parts`) carries this case's answer (module doc)."""
+        """Whether a call's output (in parts, see `reply_parts`) carries this case's answer, or, with a repair
+        target, produces what the repair adds (module doc)."""
+        if self.target:
+            return all(any(_share(item, part) >= TARGET_SHARE for part in parts) for item in self.target)
         if self.question:
             return NeededInfo(self.question, self.gold).holds(list(parts))
         return carries(self.gold, " ".join(parts))
@@ -92,6 +105,7 @@ class LocalResult:
     kept: int
     broken: int
     lm_calls: int
+    targets: int = 0  # blamed calls checked against a confirmed repair rather than the gold answer
 
     @property
     def passed(self) -> bool:
@@ -99,7 +113,8 @@ class LocalResult:
 
     @property
     def why(self) -> str:
-        summary = (f"{self.fixed} of {self.blamed} blamed calls now carry the gold answer, "
+        against = f" ({self.targets} checked against their repair)" if self.targets else ""
+        summary = (f"{self.fixed} of {self.blamed} blamed calls now carry the gold answer{against}, "
                    f"{self.broken} of {self.kept} correct cases' calls lose it")
         if self.blamed == 0:
             return "local check skipped: no blamed call to re-run"
@@ -107,6 +122,11 @@ class LocalResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _share(item: str, part: str) -> float:
+    expected = gold_words(item)
+    return len(expected & set(answer_tokens(part))) / len(expected) if expected else 0.0
 
 
 def gold_words(gold: str) -> set[str]:
@@ -145,9 +165,12 @@ def local_cases(
     memo: ReplayMemo,
     *,
     max_cases: int = 3,
+    targets: Mapping[str, Sequence[str]] | None = None,
 ) -> list[LocalCase]:
-    """The calls a candidate for `predictor` is checked on: up to `max_cases` blamed calls and as many calls
-    in correctly answered cases (`correct_calls`). Empty when `predictor` writes the answers (module doc)."""
+    """The calls a candidate for `predictor` is checked on: up to `max_cases` blamed calls (with `targets`, case
+    id -> what its confirmed repair adds) and as many calls in correctly answered cases (`correct_calls`). Empty
+    when `predictor` writes the answers (module doc)."""
+    targets = targets or {}
     cases = evaluation.by_id()
     graphs = GraphCache(evaluation)
     blamed: list[LocalCase] = []
@@ -162,7 +185,7 @@ def local_cases(
         if exchange is None:
             continue
         blamed.append(LocalCase(case.case_id, case.question.answer, exchange.prompt, exchange.response, True,
-                                case.question.question))
+                                case.question.question, tuple(targets.get(case.case_id, ()))))
         if len(blamed) >= max_cases:
             break
     if not blamed:
@@ -237,7 +260,8 @@ def check_candidate(
         kept += 1
         broken += not rerun(case)
     blamed = len(to_fix)
-    return LocalResult(blamed=blamed, fixed=fixed, kept=kept, broken=broken, lm_calls=len(replies))
+    return LocalResult(blamed=blamed, fixed=fixed, kept=kept, broken=broken, lm_calls=len(replies),
+                       targets=sum(bool(c.target) for c in to_fix))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import dspy
 
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
+from memtrace_opt.optimizers.evaluation.scoped import ReplayedOps, replayed_ops
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.gates.decision import Decision, Status
 from memtrace_opt.optimizers.loop.budget import LMBudget
@@ -38,5 +39,10 @@ class ValidationGate:
 
     def run(self, program: dspy.Module, candidate: Candidate) -> tuple[float, Decision]:
         """The candidate's valset accuracy and the rule's decision on it."""
-        val = self.evaluator.evaluate(candidate.apply(program), self.cases).accuracy
-        return val, self.rule.on_valset(self.current, val)
+        val, decision, _ = self.run_recorded(program, candidate)
+        return val, decision
+
+    def run_recorded(self, program: dspy.Module, candidate: Candidate) -> tuple[float, Decision, ReplayedOps]:
+        """`run`, and which calls the validation (a full replay) re-ran."""
+        result = self.evaluator.evaluate(candidate.apply(program), self.cases)
+        return result.accuracy, self.rule.on_valset(self.current, result.accuracy), replayed_ops(result, "full")

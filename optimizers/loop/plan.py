@@ -4,14 +4,15 @@ round resumes with the same candidates.
 
 Format (schema_version 2): `{schema_version, round, minibatch: [case_id], minibatch_score, minibatch_ops:
 {predictor: calls}, blame_counts, not_fixable, chosen_predictor, previous_instruction, candidates:
-[Candidate.to_dict()], evidence, verdicts, local_cases}`. Version 1 (no `schema_version`) held the candidates
+[Candidate.to_dict()], evidence, verdicts, local_cases, repairs, repair_counts, evidence_ops}` (the last three
+added within version 2: a plan without them has none). Version 1 (no `schema_version`) held the candidates
 as `proposals` (texts), `proposal_origins` and `demos` (the demos candidate's whole demo list); it is read into
 the same candidates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,9 @@ class RoundPlan:
     evidence: Mapping[str, Any] = field(default_factory=dict)
     verdicts: tuple[Mapping[str, Any], ...] = ()
     local_cases: tuple[Mapping[str, Any], ...] = ()
+    repairs: tuple[Mapping[str, Any], ...] = ()  # the confirmed repairs (`Repair.to_dict()`)
+    repair_counts: Mapping[str, int] = field(default_factory=dict)  # `RepairCounts.to_dict()`
+    evidence_ops: Mapping[str, Sequence[int]] = field(default_factory=dict)  # the scoped replay's scope
 
     @property
     def findings(self) -> list[dict[str, Any]]:
@@ -64,6 +68,9 @@ class RoundPlan:
             "evidence": dict(self.evidence),
             "verdicts": [dict(v) for v in self.verdicts],
             "local_cases": [dict(c) for c in self.local_cases],
+            "repairs": [dict(r) for r in self.repairs],
+            "repair_counts": dict(self.repair_counts),
+            "evidence_ops": {k: list(v) for k, v in self.evidence_ops.items()},
         }
 
     @classmethod
@@ -91,6 +98,9 @@ class RoundPlan:
             evidence=dict(data.get("evidence") or {}),
             verdicts=tuple(dict(v) for v in data.get("verdicts") or []),
             local_cases=tuple(dict(c) for c in data.get("local_cases") or []),
+            repairs=tuple(dict(r) for r in data.get("repairs") or []),
+            repair_counts={str(k): int(v) for k, v in (data.get("repair_counts") or {}).items()},
+            evidence_ops={str(k): [int(s) for s in v] for k, v in (data.get("evidence_ops") or {}).items()},
         )
 
 

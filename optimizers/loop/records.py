@@ -4,7 +4,8 @@
     {round, blame_counts: {predictor: n}, not_fixable: {op_name: n}, chosen_predictor, previous_instruction,
      candidates: [{instruction, minibatch_score, val_score, accepted, why[, local][, demos][, origin]}],
      accepted, val_accuracy, findings: [{pattern, cases}],
-     lm_calls, seconds}
+     lm_calls, seconds[, repairs: {tried, no_repair, not_confirmed, lineage_rejected, no_demo, kept, confirmed,
+     lm_calls}]}
 
 A candidate for an upstream predictor carries `local: {blamed, fixed, kept, broken, lm_calls}`, its local check
 (`local_check.py`); one the check rejected has no minibatch score. The demos candidate (the current instruction
@@ -12,7 +13,9 @@ with worked examples from the predictor's own correct calls, `demos.py`) carries
 demo list if it is accepted, one dict of field values per demo. A proposal carries `origin`: "reflection" (the
 reflection LM wrote it) or "pattern:NAME" (a diagnosed pattern's rule appended, `diagnosis.py`); the round's best
 rewrite validated with its demos candidate's demos, when both passed the minibatch, is `origin: "combined"`, with
-no minibatch score.
+no minibatch score. `origin: "repair"` is the repair-demos candidate (`repair_demos.py`). A candidate's `replayed`
+says which LM-backed calls its evaluations re-ran: `{minibatch: {scope, rerun_by_op, rerun, served}, val: ...}`,
+`scope` "evidence" for a scoped replay (`scoped.py`), "full" otherwise.
 
 `lm_calls` is the metered LM calls the round spent (task, reflection, attributor), `seconds` its wall time. A
 round the budget cut short is not among the rounds (it resumes with a larger budget); the manifest's
@@ -43,13 +46,14 @@ class CandidateRecord:
     local: dict[str, Any] | None = None  # the local check's counts, for a candidate that had one
     demos: list[dict[str, Any]] | None = None  # the predictor's whole demo list, for a demos candidate
     origin: str | None = None  # a proposal's source: "reflection", "pattern:NAME" (`diagnosis.py`) or "combined"
+    replayed: dict[str, Any] | None = None  # which calls its evaluations re-ran: {minibatch, val} (`scoped.py`)
 
     @classmethod
     def of(cls, candidate: Candidate, minibatch_score: float | None, val_score: float | None, accepted: bool,
-           why: str, local: dict[str, Any] | None = None) -> CandidateRecord:
+           why: str, local: dict[str, Any] | None = None, replayed: dict[str, Any] | None = None) -> CandidateRecord:
         """The record of `candidate` (the demos candidate is recorded without an origin, as it always was)."""
         return cls(candidate.instruction, minibatch_score, val_score, accepted, why, local, candidate.demo_list(),
-                   None if candidate.origin == DEMOS else candidate.origin)
+                   None if candidate.origin == DEMOS else candidate.origin, replayed or None)
 
     def candidate(self, predictor: str) -> Candidate:
         """This record as the candidate it was, for `predictor`."""
@@ -70,6 +74,8 @@ class CandidateRecord:
             out["demos"] = [dict(d) for d in self.demos]
         if self.origin is not None:
             out["origin"] = self.origin
+        if self.replayed is not None:
+            out["replayed"] = dict(self.replayed)
         return out
 
     @classmethod
@@ -83,6 +89,7 @@ class CandidateRecord:
             local=dict(data["local"]) if data.get("local") is not None else None,
             demos=[dict(d) for d in data["demos"]] if data.get("demos") is not None else None,
             origin=data.get("origin"),
+            replayed=dict(data["replayed"]) if data.get("replayed") is not None else None,
         )
 
 
@@ -100,6 +107,7 @@ class RoundRecord:
     seconds: float = 0.0
     lm_calls_total: int | None = None  # the optimization's LM calls when the round ended (baseline included)
     findings: list[dict[str, Any]] = field(default_factory=list)  # the diagnosis: [{pattern, cases}]
+    repairs: dict[str, int] | None = None  # what became of the blamed calls repaired (`RepairCounts.to_dict()`)
 
     @property
     def accepted_instruction(self) -> str | None:
@@ -131,6 +139,7 @@ class RoundRecord:
             "lm_calls_total": self.lm_calls_total,
             "seconds": round(self.seconds, 2),
             "findings": [dict(f) for f in self.findings],
+            **({"repairs": dict(self.repairs)} if self.repairs is not None else {}),
         }
 
     @classmethod
@@ -148,6 +157,7 @@ class RoundRecord:
             seconds=float(data.get("seconds", 0.0)),
             lm_calls_total=int(data["lm_calls_total"]) if data.get("lm_calls_total") is not None else None,
             findings=[dict(f) for f in data.get("findings") or []],
+            repairs={str(k): int(v) for k, v in data["repairs"].items()} if data.get("repairs") is not None else None,
         )
 
 

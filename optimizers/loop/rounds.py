@@ -1,7 +1,9 @@
 """One round of the closed loop, as a pipeline of typed candidates:
 
-1. plan: trace the minibatch, attribute its failures, choose the most blamed predictor, ask the candidate
-   sources for `Candidate`s (the reflection LM's rewrites, the diagnosed patterns' rules, the demos candidate);
+1. plan: trace the minibatch, route its failures (attribution, `routing.py`), choose the predictor (the
+   selector), repair its blamed calls where a replay and the lineage test confirm it (`repairs.py`), ask the
+   candidate sources for `Candidate`s (the reflection LM's rewrites, the diagnosed patterns' rules, the demos
+   candidate, the repair-demos candidate);
 2. the gates, in a chain (`trials.py`): the local check on the blamed calls (an upstream predictor), the
    minibatch, the valset for the best rewrite and for the demos candidate, the rewrite with the demos when
    both pass;
@@ -28,15 +30,19 @@ from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResul
 from memtrace_opt.optimizers.evaluation.evidence import build_evidence, describe
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
 from memtrace_opt.optimizers.evaluation.program_io import instructions_digest, instructions_of
+from memtrace_opt.optimizers.evaluation.repairs import RepairSet, confirmed_repairs
+from memtrace_opt.optimizers.evaluation.scoped import evidence_scope
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.gates.local_check import LocalCase, local_cases
 from memtrace_opt.optimizers.loop.budget import LMBudget
 from memtrace_opt.optimizers.loop.plan import RoundPlan, calls_to_rerun
 from memtrace_opt.optimizers.loop.records import RoundRecord
+from memtrace_opt.optimizers.loop.routing import FailureRouting
 from memtrace_opt.optimizers.loop.selection import ModuleSelector, RoundOutcome
 from memtrace_opt.optimizers.loop.study import StudyLedger
 from memtrace_opt.optimizers.loop.trials import RoundTrials
 from memtrace_opt.optimizers.sources.base import Candidate, CandidateSource, ProposalSettings, SourceRequest
+from memtrace_opt.optimizers.sources.demo_context import writes_answers
 from memtrace_opt.tracing import OpEvent
 
 __all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "interrupted_round", "predictor_ops"]
@@ -63,6 +69,10 @@ class RoundContext:
     predictors: Sequence[str] = ()
     local_check: bool = True
     val_ops: dict[str, int] = field(default_factory=dict)  # each predictor's op calls in a run of the valset
+    routing: FailureRouting | None = None  # None: attribution with `attribution` (`routing.py`)
+    repairs: int = 0  # blamed calls repaired a round, at most (`repairs.py`; 0: none)
+    scoped_replay: bool = False  # a write-path candidate's minibatch re-runs only its evidence-path calls
+    minibatch_runs: dict[int, EvalResult] = field(default_factory=dict)  # round -> its traced minibatch (this run)
 
     def validation_calls(self, predictor: str) -> int:
         """The LM calls validating a candidate for `predictor` takes at least (0: not known)."""
@@ -95,24 +105,33 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
           history: Sequence[RoundOutcome]) -> RoundPlan:
     """Trace the minibatch, attribute failures, choose the predictor, ask the sources; record the plan."""
     evaluation = ctx.evaluator.evaluate(program, minibatch)
-    blame = attribute_failures(
-        evaluation, evaluation.failed(), method=ctx.attribution, lm=ctx.attributor_lm,
-        predictors=ctx.predictors, system=ctx.system, config=ctx.attribution_config,
-    )
+    if ctx.routing is not None:
+        blame = ctx.routing.route(evaluation, evaluation.failed(), ctx.predictors)
+    else:
+        blame = attribute_failures(
+            evaluation, evaluation.failed(), method=ctx.attribution, lm=ctx.attributor_lm,
+            predictors=ctx.predictors, system=ctx.system, config=ctx.attribution_config,
+        )
     chosen = ctx.selector.select(blame.counts(), history)
     instructions = instructions_of(program)
     candidates: list[Candidate] = []
     evidence_summary: dict[str, Any] = {}
     checks: list[LocalCase] = []
+    repairs = RepairSet()
     if chosen is not None and not ctx.budget.exhausted():
+        if ctx.repairs > 0:
+            repairs = confirmed_repairs(program, chosen, evaluation, blame, ctx.evaluator, max_repairs=ctx.repairs,
+                                        config=ctx.attribution_config)
         evidence = build_evidence(chosen, instructions, evaluation, blame, ctx.evaluator.memo,
                                   max_cases=ctx.proposal.evidence_cases)
+        evidence = evidence.with_targets({r.case_id: r.target() for r in repairs.repairs})
         evidence_summary = describe(evidence)
         if ctx.local_check:
-            checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.proposal.evidence_cases)
+            checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.proposal.evidence_cases,
+                                 targets={r.case_id: r.added for r in repairs.repairs})
         earlier = [plan for plan in map(ctx.plan, range(1, number)) if plan is not None]
         request = SourceRequest(number, program, chosen, evidence, evaluation, ctx.evaluator.memo,
-                                ctx.proposal.candidates, earlier)
+                                ctx.proposal.candidates, earlier, tuple(repairs.repairs))
         for source in ctx.sources:
             candidates += source.propose(request, candidates)
     plan = RoundPlan(
@@ -122,7 +141,11 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         candidates=tuple(candidates), evidence=evidence_summary,
         verdicts=tuple({**v.to_dict(), "round": number} for v in blame.verdicts),
         local_cases=tuple(case.to_dict() for case in checks),
+        repairs=tuple(r.to_dict() for r in repairs.repairs),
+        repair_counts=repairs.counts.to_dict() if ctx.repairs > 0 and chosen is not None else {},
+        evidence_ops=evidence_scope(evaluation) if ctx.scoped_replay and chosen and not writes_answers(chosen, [evaluation]) else {},
     )
+    ctx.minibatch_runs[number] = evaluation
     existing = ctx.plan(number)
     if existing is not None:  # another worker sharing the study planned this round first: follow its plan
         return existing
@@ -147,6 +170,7 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
         chosen_predictor=plan.chosen_predictor, previous_instruction=plan.previous_instruction,
         candidates=tested.records, accepted=tested.taken is not None, val_accuracy=tested.val,
         lm_calls=ctx.budget.spent() - spent_before, seconds=time.perf_counter() - started, findings=plan.findings,
+        repairs=dict(plan.repair_counts) or None,
     )
     return RoundOutcomeFull(record, new_program, [dict(v) for v in plan.verdicts], tested.budget_hit)
 

@@ -1,6 +1,7 @@
 """`LoopSettings`: the one settings tree of the loop, each part owned by what reads it.
 
-    LoopSettings                      rounds, patience, minibatch, budget, time_budget, local_check, seed, threads
+    LoopSettings                      rounds, patience, minibatch, budget, time_budget, local_check, seed, threads,
+                                      repairs, scoped_replay
       .proposal   ProposalSettings    candidates, pattern_rules, evidence_cases     (sources/base.py)
       .demo       DemoSettings        demos, demo_pool, demo_budget, compact_demos, demo_chars (sources/demo_source.py)
       .acceptance AcceptanceSettings  validate_ties, min_val_gain, min_val_questions (gates/acceptance.py)
@@ -24,7 +25,9 @@ from memtrace_opt.optimizers.loop.knobs import knob
 from memtrace_opt.optimizers.sources.base import ProposalSettings
 from memtrace_opt.optimizers.sources.demo_source import DemoSettings
 
-__all__ = ["LEGACY_NAMES", "LoopSettings"]
+__all__ = ["ADDED_KNOBS", "LEGACY_NAMES", "LoopSettings"]
+
+ADDED_KNOBS = ("repairs", "scoped_replay")  # knobs an earlier release's study name did not digest
 
 _PARTS = {"proposal": ProposalSettings, "demo": DemoSettings, "acceptance": AcceptanceSettings}
 
@@ -51,6 +54,12 @@ class LoopSettings:
     seed: int = 0
     threads: int = knob(1, "Conversations of an evaluation run in parallel threads, each with its own memory (a gain "
                            "against a served model; the embedded engine runs one call at a time).")
+    repairs: int = knob(2, "Repair up to N blamed calls of an upstream predictor a round, keep those a replay confirms "
+                           "and the graph shows lost the information, and use them as demos, reflection targets and "
+                           "local-check targets (default 2; 0: no repairs).")
+    scoped_replay: bool = knob(True, "Score a write-path candidate on the minibatch by re-running only its calls on "
+                                     "the questions' evidence paths; validate a passing one with a full replay "
+                                     "(default: on).", flag="--scoped-replay/--full-replay")
     proposal: ProposalSettings = field(default_factory=ProposalSettings)
     demo: DemoSettings = field(default_factory=DemoSettings)
     acceptance: AcceptanceSettings = field(default_factory=AcceptanceSettings)
@@ -58,6 +67,8 @@ class LoopSettings:
     def __post_init__(self) -> None:
         if self.rounds < 1 or self.patience < 1 or self.proposal.candidates < 1 or self.minibatch < 1:
             raise ConfigError("optimizer: rounds, patience, candidates and minibatch must be >= 1")
+        if self.repairs < 0:
+            raise ConfigError(f"optimizer: repairs must be >= 0, got {self.repairs}")
 
     @classmethod
     def of(cls, **values: Any) -> LoopSettings:
@@ -95,8 +106,11 @@ class LoopSettings:
         return cls.of(**data)
 
     def legacy_dict(self) -> dict[str, Any]:
-        """`to_dict()` under the names an earlier release used (the study name digests this form)."""
-        return {LEGACY_NAMES.get(name, name): value for name, value in self.to_dict().items()}
+        """`to_dict()` under the names an earlier release used (the study name digests this form); a knob added
+        since is left out at its default, so that a study started before it resumes."""
+        defaults = LoopSettings().to_dict()
+        return {LEGACY_NAMES.get(name, name): value for name, value in self.to_dict().items()
+                if not (name in ADDED_KNOBS and value == defaults[name])}
 
 
 _OWNER = {f.name: part for part, settings in _PARTS.items() for f in dataclasses.fields(settings)}

@@ -55,6 +55,7 @@ from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
 from memtrace_opt.optimizers.loop.records import OptimizationResult, RoundRecord
 from memtrace_opt.optimizers.loop.rounds import RoundContext, interrupted_round, predictor_ops, run_round
+from memtrace_opt.optimizers.loop.routing import FailureRouting
 from memtrace_opt.optimizers.loop.selection import ModuleSelector, MostBlamed, RoundOutcome
 from memtrace_opt.optimizers.loop.settings import LoopSettings
 from memtrace_opt.optimizers.loop.stop import StopPolicy, StopReason
@@ -67,6 +68,7 @@ from memtrace_opt.optimizers.sources.reflective import (
     ReflectiveProposer,
     ReflectiveSource,
 )
+from memtrace_opt.optimizers.sources.repair_demos import RepairDemosSource
 
 __all__ = ["MemTraceOptimizer", "METERED_ROLES"]
 
@@ -90,6 +92,7 @@ class MemTraceOptimizer(Teleprompter):
         attribution: Any = "graphtrace",
         attribution_config: Any = None,
         selector: ModuleSelector | None = None,
+        routing: FailureRouting | None = None,
         proposer: InstructionProposer | None = None,
         sources: Sequence[CandidateSource] | None = None,
         acceptance: AcceptanceRule | None = None,
@@ -108,6 +111,7 @@ class MemTraceOptimizer(Teleprompter):
         self.attribution = attribution
         self.attribution_config = attribution_config
         self.selector = selector or MostBlamed()
+        self.routing = routing  # None: attribution blames each failure (`routing.py`)
         self.proposer = proposer
         self.sources = sources  # None: the default sources (`_sources`)
         self.acceptance = acceptance  # None: the default rule, whose margin depends on the valset's size
@@ -157,14 +161,16 @@ class MemTraceOptimizer(Teleprompter):
 
     def _sources(self, evaluator: CachedEvaluator, reflection_lm: Any, order: Sequence[CaseRef]) -> list[CandidateSource]:
         """The round's candidate sources, in the order they propose: the given ones, else the reflection LM's
-        rewrites (a given `proposer`'s), the diagnosed patterns' rules in the slots left, the demos candidate."""
+        rewrites (a given `proposer`'s), the diagnosed patterns' rules in the slots left, the demos candidate,
+        and with `repairs` the repair-demos candidate."""
         if self.sources is not None:
             return list(self.sources)
         demos = DemosSource(evaluator, self.settings.demo, pool=order[:self.settings.demo.demo_pool])
+        repairs = [RepairDemosSource(self.settings.demo)] if self.settings.repairs > 0 else []
         if self.proposer is not None:
-            return [ReflectiveSource(self.proposer), demos]
+            return [ReflectiveSource(self.proposer), demos, *repairs]
         reflective = ReflectiveSource(ReflectiveProposer(lm=reflection_lm, pattern_rules=False))
-        return [reflective, *([PatternSource()] if self.settings.proposal.pattern_rules else []), demos]
+        return [reflective, *([PatternSource()] if self.settings.proposal.pattern_rules else []), demos, *repairs]
 
     def compile(self, student: dspy.Module, *, trainset: Sequence[Any], teacher: Any = None,
                 valset: Sequence[Any] | None = None) -> dspy.Module:
@@ -221,6 +227,7 @@ class MemTraceOptimizer(Teleprompter):
             acceptance=self.acceptance_for(len(val)), attribution=self.attribution, attributor_lm=guard(self.attributor_lm),
             attribution_config=self.attribution_config, valset=val, proposal=settings.proposal, system=system,
             predictors=[name for name, _ in memory.named_predictors()], local_check=settings.local_check,
+            routing=self.routing, repairs=settings.repairs, scoped_replay=settings.scoped_replay,
         )
         return _Session(study_name, ledger, budget, prior_calls, ctx, order, StopPolicy(settings.patience),
                         guard(task_lm))

@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import dspy
 
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
 from memtrace_opt.optimizers.evaluation.program_io import instructions_digest, instructions_of
+from memtrace_opt.optimizers.evaluation.scoped import scoped_reuse
 from memtrace_opt.optimizers.gates.decision import Decision, Status
 from memtrace_opt.optimizers.gates.local_check import LocalCase, LocalCheckGate
 from memtrace_opt.optimizers.gates.minibatch import MinibatchGate
@@ -53,13 +54,14 @@ class Trial:
     val: float | None = None
     decision: Decision | None = None
     cut: bool = False  # passed the minibatch, not validated for want of calls: resumed from its score
+    replayed: dict[str, Any] = field(default_factory=dict)  # which calls its evaluations re-ran (`scoped.py`)
 
     @classmethod
     def restore(cls, number: int, candidate: Candidate, key: str, done: Mapping[str, Any]) -> Trial:
         accepted = bool(done.get("accepted"))
         status = Status(done["status"]) if done.get("status") else Status.ACCEPTED if accepted else Status.REJECTED
         rejected_locally = bool(done.get("local_rejected"))
-        return cls(number, candidate, key, restored=done, local=done.get("local"),
+        return cls(number, candidate, key, restored=done, local=done.get("local"), replayed=dict(done.get("replayed") or {}),
                    minibatch=None if rejected_locally else float(done.get("minibatch_score") or 0.0),
                    val=done.get("val_score"), decision=Decision.recorded(status, str(done.get("why", ""))))
 
@@ -71,7 +73,7 @@ class Trial:
         candidate, decision = self.candidate, self.decision
         minibatch = self.restored.get("minibatch_score") if self.restored is not None else self.minibatch
         return CandidateRecord.of(candidate, minibatch, self.val, self.accepted, decision.why if decision else "",
-                                  self.local)
+                                  self.local, self.replayed)
 
     def close(self) -> None:
         """The trial's end in the study: COMPLETE with a valset score, else PRUNED (a cut one stays unfinished:
@@ -166,7 +168,12 @@ class RoundTrials:
                     trial.decision = decision
                     handle.pruned(accepted=False, why=decision.why, local_rejected=True, status=decision.status.value)
                     continue
-            trial.minibatch = prior if prior is not None else self.minibatch_gate.score(self.program, candidate)
+            if prior is not None:
+                trial.minibatch = prior
+            else:
+                trial.minibatch, replayed = self.minibatch_gate.run(self.program, candidate, self._reuse(candidate))
+                trial.replayed["minibatch"] = replayed.to_dict()
+                handle.set("replayed", trial.replayed)
             handle.minibatch(trial.minibatch)
             log.info("round %d candidate %d for %s%s: minibatch %.3f (current %.3f)", self.number, i + 1, self.chosen,
                      f" (+{len(candidate.demos)} demos)" if candidate.demos is not None else "", trial.minibatch,
@@ -234,13 +241,25 @@ class RoundTrials:
                     best_mb=best.minibatch or 0.0, val=trial.val or 0.0, mb=trial.minibatch or 0.0)
         return best, combined
 
+    def _reuse(self, candidate: Candidate) -> dict[str, dict[str, dict[str, Any]]] | None:
+        """What a scoped minibatch replay of `candidate` serves from the current program's run (None: a full
+        replay): the plan's scope is set for a write-path predictor only (`scoped.py`). A round resumed by a later
+        run has no traced minibatch of the current program at hand: its candidates replay in full."""
+        parent = self.ctx.minibatch_runs.get(self.number)
+        if not self.plan.evidence_ops or candidate.predictor != self.chosen or parent is None:
+            return None
+        return scoped_reuse(parent, candidate.apply(self.program), self.chosen, self.plan.evidence_ops) or None
+
     def _validate(self, trial: Trial) -> None:
         """`trial` through the validation gate, or marked cut when the calls left cannot take it there."""
         refused = self.validation_gate.unaffordable(self.val_calls)
         if refused is not None:
             trial.decision, trial.cut, self.budget_hit = refused, True, True
             return
-        trial.val, trial.decision = self.validation_gate.run(self.program, trial.candidate)
+        trial.val, trial.decision, replayed = self.validation_gate.run_recorded(self.program, trial.candidate)
+        trial.replayed["val"] = replayed.to_dict()
+        if trial.handle is not None:
+            trial.handle.set("replayed", trial.replayed)
         log.info("round %d candidate %d for %s: %s", self.number, trial.number, self.chosen, trial.decision.why)
 
     def _combination(self, rewrite: Candidate, demos: Candidate, rival: float | None) -> Trial:
@@ -260,7 +279,9 @@ class RoundTrials:
         handle = self.stack.enter_context(self.ctx.ledger.trial(key, {
             "round": self.number, "predictor": self.chosen, "instruction": candidate.instruction,
             "demos": len(candidate.demos or ()), "origin": candidate.origin}))
-        val, decision = self.validation_gate.run(self.program, candidate)
+        val, decision, replayed = self.validation_gate.run_recorded(self.program, candidate)
+        trial.replayed["val"] = replayed.to_dict()
+        handle.set("replayed", trial.replayed)
         if decision.ok and rival is not None:
             decision = (decision.also(", and above the demos alone ({rival:.3f})", rival=rival) if val > rival else
                         Decision.of(Status.REJECTED, "rejected: valset {val:.3f} not above the demos alone "

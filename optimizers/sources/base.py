@@ -26,13 +26,15 @@ from memtrace_opt.optimizers.loop.knobs import knob
 if TYPE_CHECKING:
     from memtrace_opt.optimizers.evaluation.cached import EvalResult
     from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
+    from memtrace_opt.optimizers.evaluation.repairs import Repair
     from memtrace_opt.optimizers.sources.reflective import ProposalEvidence
 
-__all__ = ["COMBINED", "DEMOS", "REFLECTION", "Candidate", "CandidateSource", "ProposalSettings", "SourceRequest"]
+__all__ = ["COMBINED", "DEMOS", "REFLECTION", "REPAIR", "Candidate", "CandidateSource", "ProposalSettings", "SourceRequest"]
 
 REFLECTION = "reflection"  # the reflection LM wrote the instruction
 DEMOS = "demos"  # the current instruction with worked examples from the predictor's own correct calls
 COMBINED = "combined"  # the round's best rewrite with its demos candidate's demos
+REPAIR = "repair"  # the current instruction with worked examples made from confirmed repairs (`repair_demos.py`)
 # and "pattern:NAME": a diagnosed pattern's rule appended to the current instruction (`patterns.py`)
 
 
@@ -98,7 +100,8 @@ class ProposalSettings:
 @dataclass(frozen=True)
 class SourceRequest:
     """What a source sees of the round: the chosen predictor of `program`, the evidence of its blamed calls,
-    the traced minibatch, and the plans of the earlier rounds (what they offered)."""
+    the traced minibatch, the plans of the earlier rounds (what they offered) and the round's confirmed repairs
+    of the blamed calls (`evaluation/repairs.py`; empty with repairs off)."""
 
     round: int
     program: dspy.Module
@@ -108,6 +111,7 @@ class SourceRequest:
     memo: ReplayMemo
     slots: int  # the instruction candidates the round asks for (K)
     earlier: Sequence[Any] = field(default_factory=tuple)  # RoundPlans of rounds before this one
+    repairs: Sequence[Repair] = field(default_factory=tuple)
 
     @property
     def instruction(self) -> str:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import dspy
@@ -64,18 +64,22 @@ class OpEvidence:
     shown: str
     produced: str
     reason: str = ""
+    target: str = ""  # what the step should have produced: a repair confirmed by replay (`evaluation/repairs.py`)
 
     def render(self, blamed: bool, limit: int = 1500) -> str:
         """The case in about `limit` characters. Each part is clipped on its own, so what the step produced and
         why it was blamed always show; the input keeps its start and, mostly, its end (steps read long context
-        first and the new material last)."""
+        first and the new material last). A blamed case with a repair target shows it beside what was produced:
+        a rule is then asked for a concrete difference."""
         head = "\n".join([f"Question: {clip(self.question, 300)}", f"Gold answer: {clip(self.gold, 200)}",
                           f"System's answer: {clip(self.prediction, 300)}"])
         reason = f"\nWhy this step was blamed: {clip(self.reason, 400)}" if blamed and self.reason else ""
         produced = clip(self.produced, max(200, limit // 3))
-        room = max(200, limit - len(head) - len(reason) - len(produced))
+        target = (f"\nWhat it should have produced (with this output the system answers correctly):\n"
+                  f"{clip(self.target, max(200, limit // 3))}") if blamed and self.target else ""
+        room = max(200, limit - len(head) - len(reason) - len(produced) - len(target))
         return (f"{head}\nThis step was given:\n{clip_middle(self.shown, room)}\n"
-                f"This step produced:\n{produced}{reason}")
+                f"This step produced:\n{produced}{target}{reason}")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,11 @@ class ProposalEvidence:
     failures: Sequence[OpEvidence] = field(default_factory=tuple)
     successes: Sequence[OpEvidence] = field(default_factory=tuple)
     findings: Sequence[Finding] = field(default_factory=tuple)  # what the blamed calls have in common
+
+    def with_targets(self, targets: Mapping[str, str]) -> ProposalEvidence:
+        """This evidence with each blamed case's repair target (case id -> what the step should have produced)."""
+        failures = tuple(replace(e, target=targets.get(e.case_id, e.target)) for e in self.failures)
+        return replace(self, failures=failures)
 
     def mistake(self) -> str:
         """The mistakes the diagnosis found, most cases first, as the reflection LM is told them."""

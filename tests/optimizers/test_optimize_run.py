@@ -27,7 +27,7 @@ def test_optimize_writes_a_loadable_run(tmp_path, fake_models, planted):
     out = tmp_path / "run"
     request = OptimizeRequest(
         system="mem0", data=str(data), out=out, train="toy-a", val="toy-a", test="toy-b", program_path=start,
-        settings=LoopSettings.of(rounds=3, candidates=2, minibatch=5), attribution="lineage",
+        settings=LoopSettings.of(rounds=3, candidates=2, minibatch=5, repairs=0), attribution="lineage",
     )
     summary = optimize_system(request, models=models)
     assert summary.best_val > summary.baseline_val
@@ -72,7 +72,7 @@ def test_compare_writes_table_json_and_plot(tmp_path, fake_models):
     write_locomo(data, ("toy-a", "toy-b", "toy-c"))
     request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
                              test="toy-c", optimizers=("memtrace", "bootstrap", "blame_response"), budget=20,
-                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5))
+                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5, repairs=0))
     summary = compare_optimizers(request, models=models)
     assert [r.optimizer for r in summary.rows] == ["memtrace", "bootstrap", "blame_response"]
     table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
@@ -107,7 +107,7 @@ def test_compare_keeps_the_finished_rows_when_stopped_between_optimizers(tmp_pat
     write_locomo(data, ("toy-a", "toy-b", "toy-c"))
     request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
                              test="toy-c", optimizers=("bootstrap", "blame_response"), budget=20,
-                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5))
+                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5, repairs=0))
 
     def stop(row):
         raise KeyboardInterrupt
@@ -125,7 +125,7 @@ def test_compare_time_budget_stops_each_optimizer_on_the_clock(tmp_path, fake_mo
     write_locomo(data, ("toy-a", "toy-b", "toy-c"))
     request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
                              test="toy-c", optimizers=("bootstrap", "memtrace"), budget=1000, time_budget=0.0,
-                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5))
+                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5, repairs=0))
     bootstrap, ours = compare_optimizers(request, models=models).rows
     assert bootstrap.stopped_by_budget and bootstrap.lm_calls == 0 and bootstrap.error is None
     assert ours.stopped_by_budget and not ours.details["rounds"]  # the baseline ran; no round had time left
@@ -142,7 +142,7 @@ def test_compare_tells_a_stop_on_the_call_budget_from_one_on_the_clock(tmp_path,
     write_locomo(data, ("toy-a", "toy-b", "toy-c"))
     request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
                              test="toy-c", optimizers=("memtrace",), budget=3, attribution="lineage",
-                             loop=LoopSettings.of(candidates=2, minibatch=5))
+                             loop=LoopSettings.of(candidates=2, minibatch=5, repairs=0))
     (ours,) = compare_optimizers(request, models=models).rows
     assert ours.stopped_by_budget and ours.stopped_by == "calls" and ours.lm_calls >= 3
     # a loop that stops with calls left, too few to validate a candidate, stopped on the call budget too

@@ -14,7 +14,7 @@ CANDIDATE_KEYS = {"instruction", "minibatch_score", "val_score", "accepted", "wh
 
 
 def optimizer(models, **settings) -> MemTraceOptimizer:
-    defaults = {"rounds": 4, "candidates": 2, "minibatch": 5}
+    defaults = {"rounds": 4, "candidates": 2, "minibatch": 5, "repairs": 0}  # the instruction path: repairs off
     return MemTraceOptimizer.from_models(models, settings=LoopSettings.of(**{**defaults, **settings}),
                                          attribution="lineage")
 
@@ -71,7 +71,7 @@ def test_manifest_has_the_report_shape(fake_models, planted, examples):
     assert set(part["baseline"]) == {"val_accuracy"}
     assert part["rounds"] and all(set(r) == ROUND_KEYS for r in part["rounds"])
     for record in part["rounds"]:
-        assert all(set(c) - {"local", "demos", "origin"} == CANDIDATE_KEYS for c in record["candidates"])  # optional
+        assert all(set(c) - {"local", "demos", "origin", "replayed"} == CANDIDATE_KEYS for c in record["candidates"])  # optional
         assert all(c["origin"] == "reflection" or c["origin"].startswith("pattern:")
                    for c in record["candidates"] if "demos" not in c)  # every proposal says where it came from
         assert sum(c["accepted"] for c in record["candidates"]) == int(record["accepted"])
@@ -145,7 +145,7 @@ def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, plant
     assert useless["minibatch_score"] is None and useless["why"].startswith("rejected by the local check")
 
     # the attributor's questions are LM calls too: the budget ends while the first round attributes its failures
-    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(rounds=6, candidates=2, minibatch=5,
+    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(rounds=6, candidates=2, minibatch=5, repairs=0,
                                                                       budget=13), attribution="graphtrace")
     opt.compile(planted, trainset=examples, valset=examples)
     cut = opt.result.manifest_part()["optimizer"]["interrupted"]

@@ -17,7 +17,7 @@ class Killed(BaseException):  # noqa: N818 - stands in for SIGKILL: nothing catc
     pass
 
 
-SETTINGS = LoopSettings.of(rounds=4, candidates=2, minibatch=5, patience=3, demos=0)
+SETTINGS = LoopSettings.of(rounds=4, candidates=2, minibatch=5, patience=3, demos=0, repairs=0)
 
 
 def run(models, planted, examples, storage, settings=SETTINGS):
@@ -94,9 +94,9 @@ def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path
     evaluations: list[int] = []
     original = CachedEvaluator.evaluate
 
-    def counting(self, program, cases):
+    def counting(self, program, cases, **options):
         evaluations.append(len(cases))
-        return original(self, program, cases)
+        return original(self, program, cases, **options)
 
     monkeypatch.setattr(CachedEvaluator, "evaluate", counting)
     models2, _ = make_models()

@@ -12,7 +12,8 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.optimizers import LoopSettings
 from memtrace_opt.optimizers.loop.knobs import knobs
 
-FLAGS = ["--rounds", "--patience", "--minibatch", "--budget", "--time-budget", "--local-check", "--threads", "--candidates",
+FLAGS = ["--rounds", "--patience", "--minibatch", "--budget", "--time-budget", "--local-check", "--threads", "--repairs",
+         "--scoped-replay", "--candidates",
          "--pattern-rules", "--demos", "--demo-pool", "--demo-budget", "--compact-demos", "--validate-ties",
          "--min-val-gain", "--min-val-questions"]
 # LoopSettings().to_dict() before the knobs took their flags' names: the study name digests this form

@@ -1,0 +1,310 @@
+"""Repairs: what a blamed call should have produced, confirmed by replay and by the graph's own evidence.
+
+For each failure blamed on the chosen predictor, the blamed call's outputs are repaired by rule (as
+counterfactual attribution repairs them, `memtrace_opt.attribution.counterfactual.repair_outputs`): an
+extraction gets the lost evidence turns added, each written as a fact (the speaker named, first person
+rewritten, the turn's date kept), not as the raw turn; an update decision that skipped a needed write gets an
+ADD of the fact that holds it. The conversation is then replayed with the repaired outputs forced
+(`memtrace_opt.tracing.replay`; unchanged ops come from the record). A repair is kept only when
+
+1. the replay answers the question correctly (confirmed), and
+2. the lineage test holds: the blamed call's own output did not already hold the needed information
+   (`NeededInfo.holds`). A replay that saves the answer is not yet a diagnosis: an extraction that already
+   held the dog's breed, "repaired" by restating it, can tip a small answerer into the right answer, and a demo
+   of that teaches nothing. Confirmations this rule rejects are counted (`RepairCounts.lineage_rejected`).
+
+A kept repair is the (inputs, output) pair the predictor should have produced: a demo
+(`Repair.demo`, the recorded prompt's fields and the repaired reply), a target the reflection LM is shown
+beside what the call produced, and what the local check counts a candidate's re-run against (`Repair.added`).
+
+    found = confirmed_repairs(program, predictor, evaluation, blame, evaluator, max_repairs=2)
+    found.repairs, found.counts.to_dict()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import dspy
+
+from memtrace_opt.attribution import (
+    EXTRACTION,
+    UPDATE,
+    AttributionConfig,
+    FailedCase,
+    GraphView,
+    action_field,
+    error_type_for_op,
+    value_parts,
+)
+from memtrace_opt.attribution.counterfactual import repair_outputs
+from memtrace_opt.attribution.lineage import case_flow
+from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResult, EvalResult
+from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, without_adapter_tail
+from memtrace_opt.tracing import OpEvent
+
+__all__ = ["REPAIR_CHARS", "Repair", "RepairCounts", "RepairSet", "confirmed_repairs", "as_fact"]
+
+log = logging.getLogger(__name__)
+
+REPAIR_CHARS = 4000  # a repair demo shows one window of turns, not a session: about 1k tokens per demo
+_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One confirmed repair of a blamed call: the case, the call (`op_id`, its op and predictor), the user
+    message it was shown and its reply, the repaired reply's output fields as the LM would write them (`reply`),
+    what the repair adds (`added`: facts, or the texts of added actions) and the replayed answer."""
+
+    case_id: str
+    op_id: str
+    op: str
+    predictor: str
+    prompt: str
+    response: str
+    reply: Mapping[str, str]
+    added: tuple[str, ...]
+    answer: str
+
+    def demo(self, signature: Any) -> dict[str, str] | None:
+        """The demo of this repair for `signature`: the recorded call's input fields and the repaired reply, or
+        None when a field is missing or the demo passes `REPAIR_CHARS`."""
+        sections = _sections(without_adapter_tail(self.prompt))
+        demo: dict[str, str] = {}
+        for name in signature.input_fields:
+            if name not in sections:
+                return None
+            demo[name] = sections[name]
+        for name in signature.output_fields:
+            if name not in self.reply:
+                return None
+            demo[name] = self.reply[name]
+        return demo if sum(len(v) for v in demo.values()) <= REPAIR_CHARS else None
+
+    def target(self) -> str:
+        """What the call should have produced, as the reflection LM is shown it."""
+        return "\n".join(f"{name}: {text}" for name, text in self.reply.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["reply"], out["added"] = dict(self.reply), list(self.added)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Repair:
+        return cls(str(data["case_id"]), str(data["op_id"]), str(data.get("op") or ""), str(data["predictor"]),
+                   str(data.get("prompt") or ""), str(data.get("response") or ""),
+                   {str(k): str(v) for k, v in (data.get("reply") or {}).items()},
+                   tuple(str(a) for a in data.get("added") or ()), str(data.get("answer") or ""))
+
+
+@dataclass(frozen=True)
+class RepairCounts:
+    """What became of the blamed calls tried: no rule repair (`no_repair`), the replay did not save the answer
+    (`not_confirmed`), confirmed but the call's own output already held the needed information
+    (`lineage_rejected`), confirmed with no demo form (`no_demo`), kept (`kept`); LM calls the replays spent."""
+
+    tried: int = 0
+    no_repair: int = 0
+    not_confirmed: int = 0
+    lineage_rejected: int = 0
+    no_demo: int = 0
+    kept: int = 0
+    lm_calls: int = 0
+
+    @property
+    def confirmed(self) -> int:
+        return self.lineage_rejected + self.no_demo + self.kept
+
+    def to_dict(self) -> dict[str, int]:
+        return {**asdict(self), "confirmed": self.confirmed}
+
+
+@dataclass
+class RepairSet:
+    repairs: list[Repair] = field(default_factory=list)
+    counts: RepairCounts = field(default_factory=RepairCounts)
+
+
+def _sections(text: str) -> dict[str, str]:
+    marks = list(_HEADER.finditer(text))
+    return {mark.group(1): text[mark.end():(marks[i + 1].start() if i + 1 < len(marks) else len(text))].strip()
+            for i, mark in enumerate(marks)}
+
+
+_FIRST_PERSON = ((r"\bI'm\b", "{s} is"), (r"\bI am\b", "{s} is"), (r"\bI was\b", "{s} was"), (r"\bI've\b", "{s} has"),
+                 (r"\bI have\b", "{s} has"), (r"\bI'll\b", "{s} will"), (r"\bI'd\b", "{s} would"), (r"\bI\b", "{s}"),
+                 (r"\b[Mm]y\b", "{s}'s"), (r"\b[Mm]yself\b", "{s}"), (r"\b[Mm]e\b", "{s}"), (r"\b[Mm]ine\b", "{s}'s"))
+
+
+def as_fact(speaker: str, text: str, timestamp: str | None = None) -> str:
+    """A turn written as a fact: its first person rewritten with the speaker's name (a sentence that does not
+    start with the name gets "Name: " before it), the turn's date after it ("(8 May, 2023)")."""
+    fact = " ".join(text.split())
+    if speaker:
+        for pattern, replacement in _FIRST_PERSON:
+            fact = re.sub(pattern, replacement.format(s=speaker), fact)
+        if not fact.startswith(speaker):
+            fact = f"{speaker}: {fact}"
+    day = (timestamp or "").rpartition(" on ")[2].strip()
+    return f"{fact} ({day})" if day else fact
+
+
+def _facts_of_evidence(view: GraphView, turns: Sequence[str]) -> list[str]:
+    out = []
+    for node in turns:
+        attrs = view.attrs(node)
+        value = attrs.get("value")
+        speaker = attrs.get("speaker") or (value.get("speaker") if isinstance(value, Mapping) else None) or ""
+        out.append(as_fact(str(speaker), view.turn_text(node), attrs.get("timestamp")))
+    return out
+
+
+def _repaired(view: GraphView, flow: Any, op: str, case: FailedCase, event: OpEvent) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+    """The repaired outputs of the blamed call and what they add, or None (no rule repair)."""
+    outputs = {k: v for k, v in (event.outputs or {}).items() if k != "error"}
+    kind = error_type_for_op(event.op, outputs)
+    if kind == EXTRACTION:
+        key = next((k for k, v in outputs.items() if isinstance(v, list) and all(isinstance(x, str) for x in v)), None)
+        turns = list(flow.evidence.strict or flow.evidence.turns[:2])
+        if key is None or not turns:
+            return None
+        facts = [f for f in _facts_of_evidence(view, turns) if f not in outputs[key]]
+        return ({key: [*outputs[key], *facts]}, tuple(facts)) if facts else None
+    repaired = repair_outputs(view, flow, op, case, None)
+    if repaired is None:
+        return None
+    key = action_field(repaired) or next(iter(repaired), None)
+    before = {json.dumps(a, sort_keys=True, default=str) for a in outputs.get(key or "", []) or []}
+    added = tuple(str(a.get("text") or "") for a in repaired.get(key or "", []) or []
+                  if isinstance(a, Mapping) and json.dumps(a, sort_keys=True, default=str) not in before)
+    return repaired, added
+
+
+def _reply(signature: Any, response: str, kind: str | None, repaired: Mapping[str, Any]) -> dict[str, str] | None:
+    """The repaired reply's output fields as the LM writes them, or None when it has no such form (an update
+    decision's action ids are the op's own: only added actions, which name no id, are written back)."""
+    recorded = _sections(response)
+    out: dict[str, str] = {}
+    for name in signature.output_fields:
+        value = repaired.get(name)
+        if kind == UPDATE and isinstance(value, list):
+            try:
+                written = json.loads(recorded.get(name) or "[]")
+            except ValueError:
+                return None
+            if not isinstance(written, list):
+                return None
+            adds = [{"event": "ADD", "id": "", "text": a.get("text")} for a in value
+                    if isinstance(a, Mapping) and a.get("event") == "ADD" and a.get("unit_id") is None
+                    and not any(isinstance(w, Mapping) and w.get("text") == a.get("text") for w in written)]
+            if not adds and value:
+                return None  # a repair that changes an existing action: its ids cannot be written back
+            out[name] = json.dumps([*written, *adds], ensure_ascii=False)
+        elif isinstance(value, list):
+            out[name] = json.dumps(value, ensure_ascii=False)
+        elif name in recorded:
+            out[name] = recorded[name]
+        else:
+            return None
+    return out
+
+
+def _failed_case(case: CaseResult, graph: Any) -> FailedCase:
+    question = case.question
+    return FailedCase(case.case_id, question, question.answer, case.prediction, tuple(question.evidence),
+                      sample_id=case.conversation_key.split("@", 1)[0], graph=graph)
+
+
+def confirmed_repairs(
+    program: dspy.Module,
+    predictor: str,
+    evaluation: EvalResult,
+    blame: Blame,
+    evaluator: CachedEvaluator,
+    *,
+    max_repairs: int = 2,
+    config: AttributionConfig | None = None,
+) -> RepairSet:
+    """Up to `max_repairs` repairs of `predictor`'s blamed calls in `evaluation`, each confirmed by a replay of
+    its conversation and by the lineage test (module docstring); never raises for one case (a replay that
+    fails is a repair not confirmed), except `BudgetExhausted` from the guarded task LM."""
+    from memtrace_opt.optimizers.evaluation.examples import resolve_conversation
+    from memtrace_opt.optimizers.loop.budget import BudgetExhausted
+    from memtrace_opt.tracing import replay
+
+    found = RepairSet()
+    if max_repairs < 1:
+        return found
+    counts = dict.fromkeys(("tried", "no_repair", "not_confirmed", "lineage_rejected", "no_demo", "kept", "lm_calls"), 0)
+    signature = dict(program.named_predictors())[predictor].signature
+    cases, graphs = evaluation.by_id(), GraphCache(evaluation)
+    config = config or AttributionConfig()
+    seen: set[tuple[str, int]] = set()
+    for verdict in blame.by_predictor.get(predictor, []):
+        if len(found.repairs) >= max_repairs:
+            break
+        case, seq = cases.get(verdict.case_id), op_seq(verdict.op_id)
+        if case is None or seq is None or (case.conversation_key, seq) in seen:
+            continue
+        seen.add((case.conversation_key, seq))
+        event = op_event(evaluation, case.conversation_key, seq)
+        exchange = evaluator.memo.exchange(event.content_key) if event is not None else None
+        if event is None or exchange is None:
+            continue
+        counts["tried"] += 1
+        graph = graphs.get(case.conversation_key)
+        try:
+            view = GraphView.of(graph)
+            failed = _failed_case(case, graph)
+            flow = case_flow(view, failed, config)
+            made = _repaired(view, flow, f"op:{seq}", failed, event)
+        except Exception as error:  # noqa: BLE001 - a case the rules cannot follow has no repair
+            log.info("repair of %s: %s", case.case_id, error)
+            made = None
+        if made is None:
+            counts["no_repair"] += 1
+            continue
+        outputs, added = made
+        _, conversation = resolve_conversation(case.conversation_key)
+        asked = [c.question for c in evaluation.cases if c.conversation_key == case.conversation_key]
+        lm = evaluator.task_lm if evaluator.task_lm is not None else dspy.settings.lm
+        try:
+            with dspy.context(lm=lm):
+                result = replay(program, conversation, asked, evaluation.traces[case.conversation_key].events,
+                                forced={seq: outputs})
+        except BudgetExhausted:
+            raise
+        except Exception as error:  # noqa: BLE001 - a replay that fails confirms nothing
+            log.warning("repair of %s: the replay failed: %s", case.case_id, error)
+            counts["not_confirmed"] += 1
+            continue
+        counts["lm_calls"] += result.lm_calls
+        answer = str(result.answers.get(case.case_id, ""))
+        if not evaluator.metric(case.question, answer).correct:
+            counts["not_confirmed"] += 1
+            continue
+        held = [part for k, v in (event.outputs or {}).items() if k != "error" for part in value_parts(v)]
+        if flow.needed.holds(held):
+            counts["lineage_rejected"] += 1  # the call held what the answer needed: it lost nothing
+            log.info("repair of %s at op:%d confirmed by replay but rejected: its output already held the "
+                     "needed information", case.case_id, seq)
+            continue
+        reply = _reply(signature, exchange.response, error_type_for_op(event.op, event.outputs), outputs)
+        repair = None if reply is None else Repair(case.case_id, f"op:{seq}", event.op, predictor, exchange.prompt,
+                                                   exchange.response, reply, added, answer)
+        if repair is None or repair.demo(signature) is None:
+            counts["no_demo"] += 1
+            continue
+        found.repairs.append(repair)
+        counts["kept"] += 1
+    found.counts = RepairCounts(**counts)
+    log.info("repairs of %s: %s", predictor, found.counts.to_dict())
+    return found

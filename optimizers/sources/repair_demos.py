@@ -1,0 +1,44 @@
+"""`RepairDemosSource`: one candidate per round that keeps the chosen predictor's instruction and gives it worked
+examples made from the round's confirmed repairs (`evaluation/repairs.py`): the recorded inputs of a blamed call
+with the output it should have produced. Unlike the demos of `demo_source.py`, these need no correctly answered
+case: on a small model Mem0 gets too few training questions right to draw demos from, while every confirmed
+repair is an example of exactly the call the predictor got wrong. Each demo is one window of turns
+(`REPAIR_CHARS`), and all of the predictor's demos stay within `demo_budget`; the candidate records what the
+demos add to every call of the predictor (`origin: "repair"`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from memtrace_opt.optimizers.evaluation.program_io import demos_of
+from memtrace_opt.optimizers.sources.base import REPAIR, Candidate, SourceRequest
+from memtrace_opt.optimizers.sources.demo_source import DemoSettings
+from memtrace_opt.optimizers.sources.demos import demo_size
+
+__all__ = ["RepairDemosSource"]
+
+
+@dataclass
+class RepairDemosSource:
+    """The repair-demos candidate (module docstring); proposes nothing in a round without confirmed repairs."""
+
+    settings: DemoSettings = field(default_factory=DemoSettings)
+
+    def propose(self, request: SourceRequest, taken: Sequence[Candidate]) -> list[Candidate]:
+        if not request.repairs:
+            return []
+        signature = dict(request.program.named_predictors())[request.predictor].signature
+        existing = demos_of(request.program)[request.predictor]
+        room = math.inf if self.settings.demo_budget is None else self.settings.demo_budget - sum(map(demo_size, existing))
+        new: list[dict[str, str]] = []
+        for repair in request.repairs:
+            demo = repair.demo(signature)
+            if demo is None or demo in existing or demo in new or demo_size(demo) > room:
+                continue
+            new.append(demo)
+            room -= demo_size(demo)
+        if not new:
+            return []
+        return [Candidate.of(request.predictor, request.instruction, [*existing, *new], REPAIR)]
