@@ -197,14 +197,27 @@ def _request(messages: list[dict[str, str]], max_tokens: int) -> Any:
                            config=SimpleNamespace(temperature=0.0, max_tokens=max_tokens, seed=None, top_p=None, stop=()))
 
 
-def measure_ops(sequence: list[tuple[str, list[dict[str, str]], int]], configs: list[str]) -> dict:
-    results: dict[str, Any] = {}
-    baseline: list[str] = []
+def measure_ops(sequence: list[tuple[str, list[dict[str, str]], int]], configs: list[str], results: dict[str, Any],
+                save: Any) -> dict:
+    """Each configuration's figures go into `results` (and `save()`) as it finishes; one that fails is recorded
+    with its error and the others still run."""
+    from memtrace_opt.lm import embedded
+
+    baseline: list[str] = results.get("off", {}).get("_replies", [])
     for name in configs:
+        if name in results:
+            continue
         engine = EmbeddedEngine(levers=CONFIGS[name], record_stats=True)
         replies = []
-        for _op, messages, max_tokens in sequence:
-            replies.append(engine.complete(_request(messages, max_tokens)).message.text or "")
+        try:
+            for _op, messages, max_tokens in sequence:
+                replies.append(engine.complete(_request(messages, max_tokens)).message.text or "")
+        except Exception as error:  # noqa: BLE001 - a lever that breaks is a figure too
+            results[name] = {"error": f"{type(error).__name__}: {error}"[:300]}
+            print(f"  {name}: failed: {results[name]['error']}", file=sys.stderr, flush=True)
+            save()
+            embedded._LOADED.clear()
+            continue
         if name == "off":
             baseline = replies
         rows: dict[str, Counter[str]] = defaultdict(Counter)
@@ -225,10 +238,11 @@ def measure_ops(sequence: list[tuple[str, list[dict[str, str]], int]], configs: 
             if baseline:
                 row["differs_from_off"] += int(reply.strip() != baseline[index].strip())
         results[name] = {op: dict(c) for op, c in rows.items()}
+        if name == "off":
+            results[name]["_replies"] = replies
         print(f"  {name}: {sum(c['ms'] for c in rows.values()) / 1000:.1f}s", file=sys.stderr, flush=True)
+        save()
         del engine
-        from memtrace_opt.lm import embedded
-
         embedded._LOADED.clear()  # one model in memory at a time
     return results
 
@@ -238,6 +252,9 @@ def ops_table(ops: dict) -> list[str]:
     lines = ["| config | op | calls | prompt tok | cached tok | prefill tok/s | decode tok/s | s/call | unparseable | cut | differs from off |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, rows in ops.items():
+        if "error" in rows:
+            lines.append(f"| {name} | (failed: {rows['error'][:120]}) | | | | | | | | | |")
+            continue
         for op in OP_KINDS:
             c = rows.get(op)
             if not c:
@@ -317,11 +334,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key} ...", file=sys.stderr, flush=True)
             results[key] = run_one(system, args.data, data_slice, args.out / part / system, levers, limits[system])
             save()
-        if part == "before" and "ops" in parts and "ops" not in results:
+        if part == "before" and "ops" in parts:
             ops_sequence = _op_sequence(args, data_slice)
             print(f"ops: {len(ops_sequence)} calls x {len(args.configs.split(','))} configs ...", file=sys.stderr)
-            results["ops"] = measure_ops(ops_sequence, args.configs.split(","))
-            save()
+            measure_ops(ops_sequence, args.configs.split(","), results.setdefault("ops", {}), save)
     lines = [f"bench_engine: {args.sample} sessions {args.sessions}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}", ""]
     if "ops" in results:
         lines += ops_table(results["ops"]) + [""]

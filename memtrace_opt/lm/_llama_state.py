@@ -122,6 +122,8 @@ class PrefixLlama(llama_cpp.Llama):
         self.timings = LlamaTimings(self._ctx.ctx)
         self.aligned_reuse = False  # set per call by the engine (EngineLevers.aligned_reuse)
         self._prefilled = 0  # leading positions of the context's KV that a prompt evaluation wrote
+        self._checked_grammar: GreedyGrammar | None = None
+        self.greedy_grammar = True  # False: the grammar masks every candidate at every step (llama.cpp's way)
 
     def save_state(self) -> LlamaState:
         size = llama_cpp.llama_state_get_size(self._ctx.ctx)
@@ -150,6 +152,26 @@ class PrefixLlama(llama_cpp.Llama):
         if llama_cpp.llama_state_set_data(self._ctx.ctx, buffer, state.llama_state_size) != state.llama_state_size:
             raise RuntimeError("llama.cpp could not restore a kept state")
 
+    def _init_sampler(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """At temperature 0 a grammar is checked on the greedy token instead of applied to the whole vocabulary
+        before it (`GreedyGrammar`): the same token, without masking ~150k candidates at every step."""
+        if self._checked_grammar is not None:
+            self._checked_grammar.close()
+            self._checked_grammar = None
+        grammar = kwargs.get("grammar")
+        if (self.greedy_grammar and grammar is not None and kwargs.get("temp") == 0.0
+                and kwargs.get("logits_processor") is None):
+            self._checked_grammar = GreedyGrammar(self, grammar)
+            kwargs["grammar"] = None
+        return super()._init_sampler(*args, **kwargs)
+
+    def sample(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        token = super().sample(*args, **kwargs)
+        if self._checked_grammar is None:
+            return token
+        idx = kwargs.get("idx")
+        return self._checked_grammar.choose(token, idx - self.n_tokens if idx is not None else -1)
+
     def generate(self, tokens, *args, **kwargs):  # type: ignore[no-untyped-def]
         """Aligned reuse: keep only whole `n_batch` chunks that an earlier prompt evaluation wrote, so the rest is
         evaluated in the same chunks as in a fresh context and the completion is the one a fresh context gives
@@ -165,3 +187,52 @@ class PrefixLlama(llama_cpp.Llama):
         self.reuse = PromptReuse(prompt=len(tokens), cached=reusable)
         self._prefilled = len(tokens)
         return super().generate(tokens, *args, **kwargs)
+
+
+class GreedyGrammar:
+    """A grammar checked against greedy decoding: the greedy token stands when the grammar accepts it; only
+    otherwise is the grammar applied to every candidate and the best allowed token taken. At temperature 0 this
+    picks exactly the token that masking first and then taking the argmax picks (the argmax of the allowed
+    tokens is the overall argmax whenever that one is allowed), at a fraction of the cost per step."""
+
+    _dtype = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
+
+    def __init__(self, llama: llama_cpp.Llama, grammar: object) -> None:
+        self._llama = llama
+        text, root = grammar._grammar, grammar._root  # type: ignore[attr-defined]
+        self._sampler = llama_cpp.llama_sampler_init_grammar(llama._model.vocab, text.encode(), root.encode())
+        if not self._sampler:
+            raise ValueError("llama.cpp could not parse the reply grammar")
+        self._n_vocab = llama.n_vocab()
+        self._one = (llama_cpp.llama_token_data * 1)()
+        self._all: ctypes.Array[llama_cpp.llama_token_data] | None = None
+        self.full_checks = 0
+
+    def _allows(self, token: int) -> bool:
+        self._one[0] = llama_cpp.llama_token_data(token, 0.0, 0.0)
+        candidates = llama_cpp.llama_token_data_array(data=self._one, size=1, selected=-1, sorted=False)
+        llama_cpp.llama_sampler_apply(self._sampler, ctypes.byref(candidates))
+        return bool(np.isfinite(self._one[0].logit))
+
+    def choose(self, greedy: int, ridx: int) -> int:
+        token = greedy
+        if not self._allows(greedy):
+            self.full_checks += 1
+            if self._all is None:
+                self._all = (llama_cpp.llama_token_data * self._n_vocab)()
+            view = np.frombuffer(memoryview(self._all).cast("B"), dtype=self._dtype)
+            logits = llama_cpp.llama_get_logits_ith(self._llama._ctx.ctx, ridx)
+            view["id"] = np.arange(self._n_vocab, dtype=np.intc)
+            view["logit"] = np.ctypeslib.as_array(logits, shape=(self._n_vocab,))
+            view["p"] = 0.0
+            candidates = llama_cpp.llama_token_data_array(data=self._all, size=self._n_vocab, selected=-1,
+                                                          sorted=False)
+            llama_cpp.llama_sampler_apply(self._sampler, ctypes.byref(candidates))
+            token = int(np.argmax(view["logit"]))
+        llama_cpp.llama_sampler_accept(self._sampler, token)
+        return token
+
+    def close(self) -> None:
+        if self._sampler:
+            llama_cpp.llama_sampler_free(self._sampler)
+            self._sampler = None

@@ -55,3 +55,21 @@ def test_grammar_bound_replies_always_parse():
     assert isinstance(out.about_a_pet, bool)
     assert engine.stats and engine.stats[-1].grammar and engine.stats[-1].finish_reason == "stop"
     embedded._LOADED.clear()
+
+
+def test_checking_the_grammar_on_the_greedy_token_picks_what_masking_every_candidate_picks():
+    engine = EmbeddedEngine(levers=EngineLevers(prefix_cache_mb=0), record_stats=True)
+    lm = dspy.LM(engine.lm_name, engine=engine, cache=False, max_tokens=96, num_retries=0)
+    signature = dspy.Signature("text -> people: list[str], count: int", "Name the people in the text.")
+    llama = engine.loaded().llama
+    replies = []
+    for greedy in (True, False):
+        llama.greedy_grammar = greedy
+        llama.reset()
+        with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
+            out = dspy.Predict(signature)(text=STORY)
+        assert engine.stats is not None
+        replies.append((out.people, out.count, engine.stats[-1].completion_tokens))
+    llama.greedy_grammar = True
+    assert replies[0] == replies[1]
+    embedded._LOADED.clear()
