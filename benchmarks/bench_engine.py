@@ -53,7 +53,6 @@ CONFIGS: dict[str, EngineLevers] = {
     "default+n_batch_512": dataclasses.replace(EngineLevers(), n_batch=512),
     "default-aligned_reuse": dataclasses.replace(EngineLevers(), aligned_reuse=False),
     "default+1_decode_thread": dataclasses.replace(EngineLevers(), n_threads=1),
-    "default+prompt_lookup": dataclasses.replace(EngineLevers(), prompt_lookup=10),
 }
 
 

@@ -133,9 +133,8 @@ class EngineLevers:
       (`memtrace_opt.lm.grammar`), lists and strings bounded, so it always parses and stops.
     - `n_threads` / `n_threads_batch`: decode and prompt-reading threads (default: every core).
     - `n_batch`: prompt tokens evaluated per batch; `flash_attn`: llama.cpp's flash attention kernel.
-    - `prompt_lookup`: draft this many tokens by prompt-lookup decoding (copying the continuation of the last
-      n-gram found in the prompt) and verify them in one batch; 0 is off. llama-cpp-python then keeps logits for
-      every position, which costs memory and prompt-reading time (measured in the engine benchmark).
+    Prompt-lookup decoding was measured and dropped: llama-cpp-python 0.3.36 then keeps logits for every
+    position (n_ctx x 151,936 floats) and its evaluation fails once a kept state is restored (docs/engine.md).
     """
 
     prefix_cache_mb: int = 1024
@@ -147,10 +146,9 @@ class EngineLevers:
     flash_attn: bool = False
     max_list_items: int = 24
     max_string_chars: int = 0
-    prompt_lookup: int = 0
 
     KEYS = ("prefix_cache_mb", "aligned_reuse", "grammar", "n_threads", "n_threads_batch", "n_batch", "flash_attn",
-            "max_list_items", "max_string_chars", "prompt_lookup")
+            "max_list_items", "max_string_chars")
 
     @classmethod
     def off(cls) -> EngineLevers:
@@ -177,7 +175,7 @@ class EngineLevers:
 
     def construction(self) -> tuple[Any, ...]:
         """The levers that shape the llama.cpp context (a model loads once per distinct tuple)."""
-        return (self.n_threads, self.n_threads_batch, self.n_batch, self.flash_attn, self.prompt_lookup)
+        return (self.n_threads, self.n_threads_batch, self.n_batch, self.flash_attn)
 
     def describe(self) -> dict[str, Any]:
         cores = os.cpu_count()
@@ -188,7 +186,6 @@ class EngineLevers:
             "threads": f"{self.n_threads or cores} decode, {self.n_threads_batch or cores} prompt",
             "n_batch": self.n_batch,
             "flash_attn": "on" if self.flash_attn else "off",
-            "prompt_lookup": f"{self.prompt_lookup} draft tokens" if self.prompt_lookup else "off",
         }
 
 
@@ -260,13 +257,7 @@ def load_model(
         if key not in _LOADED:
             logger.info("loading %s (n_ctx=%d, %s)", path, n_ctx, levers.describe())
             cores = os.cpu_count()
-            draft: dict[str, Any] = {}
-            if levers.prompt_lookup:
-                from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
-
-                draft["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=levers.prompt_lookup)
             llama = _new_llama(
-                **draft,
                 model_path=str(path),
                 n_ctx=n_ctx,
                 n_threads=levers.n_threads or cores,

@@ -36,6 +36,9 @@ _ONE_OF_NOTE = "must exactly match (no extra characters) one of: "
 _STRUCTURE_START = "All interactions will be structured in the following way"
 _STRUCTURE_END = "In adhering to this structure, your objective is:"
 _FREE_TEXT = 'free-text ::= ([^[] | "[" [^[])*'
+# Between a value and the next marker: one or two newlines (the adapter writes two; a model that writes one must
+# not be forced to keep writing text until it can).
+_FIELD_GAP = 'field-gap ::= [ \\t]* "\\n" "\\n"?'
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ class ReplyFormat:
         parts: list[str] = []
         free_text = False
         for index, (name, kind) in enumerate(zip(self.fields, self.kinds, strict=True)):
-            head = f"[[ ## {name} ## ]]\n" if index == 0 else f"\n\n[[ ## {name} ## ]]\n"
+            head = f"[[ ## {name} ## ]]\n"
             if kind == "text":
                 free_text = True
                 rule = "free-text"
@@ -133,9 +136,9 @@ class ReplyFormat:
             else:
                 schema = converter.resolve_refs(_bounded(kind, bounds), "field")
                 rule = converter.visit(schema, f"field-{index}")
-            parts.append(f"{_literal(head)} {rule}")
-        parts.append(_literal("\n\n[[ ## completed ## ]]"))
-        lines = [f"root ::= {' '.join(parts)}", converter.format_grammar()]
+            parts.append(f"{'' if index == 0 else 'field-gap '}{_literal(head)} {rule}")
+        parts.append(f"field-gap {_literal('[[ ## completed ## ]]')}")
+        lines = [f"root ::= {' '.join(parts)}", _FIELD_GAP, converter.format_grammar()]
         if free_text:
             lines.append(_FREE_TEXT)
         return "\n".join(line for line in lines if line)

@@ -21,7 +21,7 @@ ROLES = ("task", "judge", "reflection", "attributor")
 FAKE = "fake"
 # extra keys the embedded engine consumes: its context size and its levers (memtrace_opt.lm.embedded.EngineLevers)
 ENGINE_KEYS = ("n_ctx", "n_threads", "prefix_cache_mb", "aligned_reuse", "grammar", "n_threads_batch", "n_batch", "flash_attn",
-               "max_list_items", "max_string_chars", "prompt_lookup")
+               "max_list_items", "max_string_chars")
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,9 @@ def test_the_grammar_spells_the_adapters_markers_and_bounds_lists():
     text = reply_grammar(*_prompt(Mixed), GrammarBounds(max_items=3))
     assert text is not None
     root = text.splitlines()[0]
-    assert root.startswith('root ::= "[[ ## answer ## ]]\\n" free-text "\\n\\n[[ ## sure ## ]]\\n"')
-    assert root.endswith('"\\n\\n[[ ## completed ## ]]"')
+    assert root.startswith('root ::= "[[ ## answer ## ]]\\n" free-text field-gap "[[ ## sure ## ]]\\n"')
+    assert root.endswith('field-gap "[[ ## completed ## ]]"')
+    assert 'field-gap ::= [ \\t]* "\\n" "\\n"?' in text  # one newline or the adapter's two before a marker
     assert '("first" | "second")' in root
     lists = next(line for line in text.splitlines() if line.startswith("field-4 ::="))
     assert lists.count("string") == 3  # at most three items
