@@ -32,6 +32,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from memtrace_opt.data import DataSlice, parse_sessions  # noqa: E402
+from memtrace_opt.lm.chat_prompt import system_and_last_user  # noqa: E402
 from memtrace_opt.lm.embedded import EmbeddedEngine, EngineLevers  # noqa: E402
 from memtrace_opt.lm.grammar import reply_format  # noqa: E402
 from memtrace_opt.lm.models import Models  # noqa: E402
@@ -60,9 +61,7 @@ CONFIGS: dict[str, EngineLevers] = {
 def reply_problems(messages: list[dict[str, str]], reply: str) -> tuple[bool, bool]:
     """(parses, cut): whether the ChatAdapter reply holds every field in a readable form, and whether it stops
     before the completed marker (a reply cut at the token limit)."""
-    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
-    last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
-    found = reply_format(system, last_user)
+    found = reply_format(*system_and_last_user(messages))
     cut = COMPLETED not in reply
     if found is None:
         return True, cut

@@ -9,6 +9,7 @@ user message is the request. JSONAdapter prompts differ only in the output-forma
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 OBJECTIVE = "In adhering to this structure, your objective is:"
@@ -68,6 +69,13 @@ def parse_fields(text: str, known: tuple[str, ...] = ()) -> dict[str, str]:
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
         blocks[mark.group(1)] = text[mark.end() : end].strip("\n")
     return blocks
+
+
+def system_and_last_user(messages: Sequence[Mapping[str, str]]) -> tuple[str, str]:
+    """The system message (empty if the first message is not one) and the last user message of a chat."""
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    return system, last_user
 
 
 def parse_prompt(system: str, last_user: str) -> ParsedPrompt:

@@ -342,10 +342,10 @@ class EmbeddedEngine:
     def _grammar(self, messages: list[dict[str, str]]) -> tuple[Any, Any]:
         """(LlamaGrammar, ReplyFormat) of a ChatAdapter prompt, built once per system prompt and reply format;
         (None, None) for any other prompt."""
+        from memtrace_opt.lm.chat_prompt import system_and_last_user
         from memtrace_opt.lm.grammar import GrammarBounds, reply_format
 
-        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
-        last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        system, last_user = system_and_last_user(messages)
         tail = last_user[last_user.rfind("Respond with"):] if "Respond with" in last_user else ""
         key = (system, tail)
         if key not in self._grammars:

@@ -19,9 +19,6 @@ from memtrace_opt.errors import ConfigError, ModelUnavailable
 
 ROLES = ("task", "judge", "reflection", "attributor")
 FAKE = "fake"
-# extra keys the embedded engine consumes: its context size and its levers (memtrace_opt.lm.embedded.EngineLevers)
-ENGINE_KEYS = ("n_ctx", "n_threads", "prefix_cache_mb", "aligned_reuse", "grammar", "n_threads_batch", "n_batch", "flash_attn",
-               "max_list_items", "max_string_chars")
 
 
 @dataclass(frozen=True)
@@ -153,7 +150,8 @@ def build_lm(spec: ModelSpec, role: str = "task", *, usage: Any = None, fake_eng
     if spec.kind == "embedded":
         from memtrace_opt.lm.embedded import EmbeddedEngine, EngineLevers
 
-        engine_args = {k: extra.pop(k) for k in ENGINE_KEYS if k in extra}
+        # the extra keys the engine consumes: its context size and its levers
+        engine_args = {k: extra.pop(k) for k in ("n_ctx", *EngineLevers.KEYS) if k in extra}
         try:
             levers = EngineLevers.from_mapping(engine_args)
         except ValueError as exc:
