@@ -3,6 +3,7 @@
     python benchmarks/bench_engine.py                       # LoCoMo conv-26 sessions 1-3, every part
     python benchmarks/bench_engine.py --parts ops --calls 1 # only the per-op lever table
     python benchmarks/bench_engine.py --evermemos-questions 10
+    python benchmarks/bench_engine.py --systems evermemos --evermemos-questions 10 --parts before,after
 
 Parts (each saved to OUT/results.json as it finishes; a rerun with the same OUT skips finished parts):
 1. `before`: Mem0 and EverMemOS memorize the slice and answer its questions with every lever off (the engine as
@@ -13,6 +14,7 @@ Parts (each saved to OUT/results.json as it finishes; a rerun with the same OUT 
    prefix tokens, prefill and decode tokens/s, seconds per call, replies that do not parse or were cut at the
    token limit, and how many replies differ from the levers-off reply.
 3. `after`: part 1 again with the default levers.
+`--systems` limits parts 1 and 3 to the named systems (part 2 replays recorded calls of both).
 Then the tables: seconds per session of each write path, read-path seconds, accuracy before/after paired
 (fixed/broken), unparseable replies and replies cut at the token limit per op.
 """
@@ -302,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2, help="recorded calls replayed per op kind")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--parts", default="before,ops,after")
+    parser.add_argument("--systems", default=",".join(SYSTEMS),
+                        help="run the end-to-end parts (before, after) for these systems only (comma list)")
     parser.add_argument("--out", type=Path, default=Path("runs") / "bench-engine")
     parser.add_argument("--refigure", action="store_true", help="recompute the graph figures of finished runs")
     args = parser.parse_args(argv)
@@ -322,10 +326,14 @@ def main(argv: list[str] | None = None) -> int:
     data_slice = DataSlice(sample_ids=(args.sample,), sessions=parse_sessions(args.sessions))
     limits = {"mem0": args.mem0_questions, "evermemos": args.evermemos_questions}
     parts = args.parts.split(",")
+    systems = [s for s in args.systems.split(",") if s]
+    unknown = sorted(set(systems) - set(SYSTEMS))
+    if unknown:
+        parser.error(f"--systems: unknown {', '.join(unknown)} (choose from {', '.join(SYSTEMS)})")
     for part, levers in (("before", EngineLevers.off()), ("after", EngineLevers())):
         if part not in parts:
             continue
-        for system in SYSTEMS:
+        for system in systems:
             key = f"{part}/{system}"
             if key in results:
                 continue
