@@ -208,9 +208,10 @@ def _optimize(
         load_program_state(student, request.program_path)
     storage = request.storage or default_storage(run.root)
     _write_config(run, request, student, dataset, splits, storage)
+    # a storage given (`--storage`) may be shared by other workers: they split each round's work (`loop/crew.py`)
     optimizer = MemTraceOptimizer.from_models(
         models, judge=request.judge, settings=request.settings, attribution=request.attribution,
-        storage=storage, on_round=on_round, **(optimizer_options or {}),
+        storage=storage, on_round=on_round, shared=request.storage is not None, **(optimizer_options or {}),
     )
     optimized = optimizer.compile(student, trainset=make_examples(splits.train), valset=make_examples(splits.val))
     result = optimizer.result

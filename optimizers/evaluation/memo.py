@@ -7,6 +7,10 @@ re-runs only the answer calls; store-writing ops always run (cheap, no LM), rebu
 
 The memo is namespaced by (task LM name, conversation key): outputs of one model are never served to another.
 It also keeps, per content key, the prompt the LM saw and its reply, the evidence the proposer shows.
+
+Workers sharing one optimization exchange what they learned: `export(since)` gives the entries learned after a
+mark (JSON-ready), `merge(payload)` adds another worker's (first recording wins; merged entries are not
+exported again).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class ReplayMemo:
         self._lock = threading.Lock()
         self._ops: dict[tuple[str, str], dict[str, list[RecordedOp]]] = {}
         self._exchanges: dict[str, LMExchange] = {}
+        self._learned: list[tuple[tuple[str, str], str]] = []  # (namespace, content key) in the order learned
 
     def control(self, conversation_key: str, model: str | None = None) -> RecordedControl:
         """A fresh replay control over everything recorded so far for this conversation and model."""
@@ -71,9 +76,41 @@ class ReplayMemo:
             known = self._ops.setdefault(namespace, {})
             fresh = {key: calls for key, calls in grouped.items() if key not in known}
             known.update(fresh)
+            self._learned.extend((namespace, key) for key in fresh)
             for key, exchange in exchanges.items():
                 self._exchanges.setdefault(key, exchange)
         return len(fresh)
+
+    def mark(self) -> int:
+        """A position in what this memo learned itself: `export(mark)` gives what it learned after."""
+        with self._lock:
+            return len(self._learned)
+
+    def export(self, since: int = 0) -> dict[str, Any]:
+        """The entries this memo learned itself after mark `since`, with their LM exchanges, as JSON-ready data
+        (`merge` reads it)."""
+        with self._lock:
+            learned = self._learned[since:]
+            entries: list[Any] = [[namespace[0], namespace[1], key,
+                                   [[op.seq, op.op, op.outputs] for op in self._ops[namespace][key]]]
+                                  for namespace, key in learned]
+            exchanges = {key: [x.prompt, x.response] for _, key in learned
+                         if (x := self._exchanges.get(key)) is not None}
+        return {"ops": entries, "exchanges": exchanges}
+
+    def merge(self, payload: dict[str, Any]) -> int:
+        """Adds entries another memo exported; returns how many content keys were new here."""
+        added = 0
+        with self._lock:
+            for model, conversation, key, calls in payload.get("ops", ()):
+                known = self._ops.setdefault((model, conversation), {})
+                if key in known:
+                    continue
+                known[key] = [RecordedOp(seq, op, key, outputs, False) for seq, op, outputs in calls]
+                added += 1
+            for key, (prompt, response) in payload.get("exchanges", {}).items():
+                self._exchanges.setdefault(key, LMExchange(prompt=prompt, response=response))
+        return added
 
     def exchange(self, content_key: str | None) -> LMExchange | None:
         """The prompt and reply recorded for an LM-backed op call with this content key, if any."""

@@ -45,4 +45,8 @@ class ValidationGate:
     def run_recorded(self, program: dspy.Module, candidate: Candidate) -> tuple[float, Decision, ReplayedOps]:
         """`run`, and which calls the validation (a full replay) re-ran."""
         result = self.evaluator.evaluate(candidate.apply(program), self.cases)
-        return result.accuracy, self.rule.on_valset(self.current, result.accuracy), replayed_ops(result, "full")
+        return result.accuracy, self.decide(result.accuracy), replayed_ops(result, "full")
+
+    def decide(self, score: float) -> Decision:
+        """The rule's decision on a valset accuracy of `score`."""
+        return self.rule.on_valset(self.current, score)

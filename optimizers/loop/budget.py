@@ -13,7 +13,7 @@ and the baseline adapter returns the best program it had evaluated (see `baselin
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +31,14 @@ class BudgetExhausted(BaseException):  # noqa: N818 - a control signal, like Key
 @dataclass
 class LMBudget:
     """`limit` LM calls (None: unlimited) of `roles`, counted on `usage` from the moment of creation, and
-    optionally a wall-clock `deadline` (a `time.monotonic()` value) after which no call is left either."""
+    optionally a wall-clock `deadline` (a `time.monotonic()` value) after which no call is left either.
+    `others` (workers sharing one optimization, `crew.py`): the calls the other workers made meanwhile."""
 
     usage: UsageTracker
     limit: int | None = None
     roles: tuple[str, ...] = DEFAULT_ROLES
     deadline: float | None = None
+    others: Callable[[], int] | None = None
 
     def __post_init__(self) -> None:
         self._start = self.usage.snapshot()
@@ -54,7 +56,11 @@ class LMBudget:
         return RoleUsage(calls=calls, prompt_tokens=prompt, completion_tokens=completion, seconds=seconds)
 
     def spent(self) -> int:
-        """Metered LM calls made since the budget was created."""
+        """Metered LM calls made since the budget was created (by every worker sharing it)."""
+        return self.own() + (self.others() if self.others is not None else 0)
+
+    def own(self) -> int:
+        """Metered LM calls this process made since the budget was created."""
         return self._delta(self.roles).calls
 
     def tokens(self) -> int:

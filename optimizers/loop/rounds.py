@@ -35,6 +35,7 @@ from memtrace_opt.optimizers.evaluation.scoped import evidence_scope
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.gates.local_check import LocalCase, local_cases
 from memtrace_opt.optimizers.loop.budget import LMBudget
+from memtrace_opt.optimizers.loop.crew import Crew
 from memtrace_opt.optimizers.loop.plan import RoundPlan, calls_to_rerun
 from memtrace_opt.optimizers.loop.records import RoundRecord
 from memtrace_opt.optimizers.loop.routing import FailureRouting
@@ -45,7 +46,7 @@ from memtrace_opt.optimizers.sources.base import Candidate, CandidateSource, Pro
 from memtrace_opt.optimizers.sources.demo_context import writes_answers
 from memtrace_opt.tracing import OpEvent
 
-__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "interrupted_round", "predictor_ops"]
+__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "interrupted_round", "predictor_ops", "round_trials"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class RoundContext:
     repairs: int = 0  # blamed calls repaired a round, at most (`repairs.py`; 0: none)
     scoped_replay: bool = False  # a write-path candidate's minibatch re-runs only its evidence-path calls
     minibatch_runs: dict[int, EvalResult] = field(default_factory=dict)  # round -> its traced minibatch (this run)
+    crew: Crew | None = None  # the workers sharing the study (`crew.py`); None: this process alone
 
     def validation_calls(self, predictor: str) -> int:
         """The LM calls validating a candidate for `predictor` takes at least (0: not known)."""
@@ -150,6 +152,8 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
     if existing is not None:  # another worker sharing the study planned this round first: follow its plan
         return existing
     ctx.ledger.put(f"round:{number}", plan.to_dict())
+    if ctx.crew is not None:  # the workers that run its candidates replay what tracing it recorded
+        ctx.crew.publish()
     return plan
 
 
@@ -161,8 +165,7 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
     if plan is None:
         plan = _plan(ctx, number, program, minibatch, history)
     else:
-        by_id = {case.case_id: case for case in minibatch}
-        minibatch = [by_id[i] for i in plan.minibatch if i in by_id] or list(minibatch)
+        minibatch = _planned_minibatch(plan, minibatch)
     tested = RoundTrials(ctx, plan, program, current_val, minibatch).run()
     new_program = tested.taken.apply(program) if tested.taken is not None else program
     record = RoundRecord(
@@ -173,6 +176,19 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
         repairs=dict(plan.repair_counts) or None,
     )
     return RoundOutcomeFull(record, new_program, [dict(v) for v in plan.verdicts], tested.budget_hit)
+
+
+def _planned_minibatch(plan: RoundPlan, minibatch: Sequence[CaseRef]) -> list[CaseRef]:
+    by_id = {case.case_id: case for case in minibatch}
+    return [by_id[i] for i in plan.minibatch if i in by_id] or list(minibatch)
+
+
+def round_trials(ctx: RoundContext, number: int, program: dspy.Module, current_val: float,
+                 minibatch: Sequence[CaseRef]) -> RoundTrials | None:
+    """Round `number`'s gate chain from its recorded plan, as a worker that did not plan it runs the round's
+    shared jobs (`crew.py`); None while no plan is recorded."""
+    plan = ctx.plan(number)
+    return None if plan is None else RoundTrials(ctx, plan, program, current_val, _planned_minibatch(plan, minibatch))
 
 
 def interrupted_round(ledger: StudyLedger, number: int, program: dspy.Module, why: str) -> dict[str, Any]:

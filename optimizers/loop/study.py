@@ -27,14 +27,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
+import sqlalchemy.exc
 from optuna.trial import TrialState
 
-__all__ = ["StudyLedger", "TrialHandle", "default_storage"]
+__all__ = ["StudyLedger", "TrialHandle", "default_storage", "heartbeat_seconds"]
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 20
 GRACE_SECONDS = 60
+
+
+def heartbeat_seconds(storage: Any) -> int | None:
+    """The seconds between an Optuna storage's heartbeats; None when it keeps none (journal, in memory)."""
+    interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
+    return None if interval is None else int(interval)
 
 
 def default_storage(run_dir: Any) -> str:
@@ -81,16 +88,17 @@ class StudyLedger:
         self.study = study
 
     @classmethod
-    def open(cls, *, storage: str | None, study_name: str) -> StudyLedger:
-        """Create or load `study_name` in `storage` (an Optuna storage URL; None keeps it in memory)."""
+    def open(cls, *, storage: str | None, study_name: str, heartbeat: int | None = None) -> StudyLedger:
+        """Create or load `study_name` in `storage` (an Optuna storage URL; None keeps it in memory). A database
+        storage keeps heartbeats every `heartbeat` seconds (default 20); a trial silent for three of them is
+        failed as its worker's death."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         backend: Any = storage
+        interval = max(1, int(heartbeat or HEARTBEAT_SECONDS))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             if isinstance(storage, str) and not storage.startswith(("journal", "memory")):
-                backend = optuna.storages.RDBStorage(
-                    storage, heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS
-                )
+                backend = _database(storage, interval)
             study = optuna.create_study(study_name=study_name, storage=backend, direction="maximize",
                                         load_if_exists=True)
             if isinstance(backend, optuna.storages.RDBStorage):  # trials of killed workers stop being RUNNING
@@ -145,8 +153,7 @@ class StudyLedger:
         return counts
 
     def _heartbeats(self) -> bool:
-        storage = self.study._storage
-        return bool(getattr(storage, "is_heartbeat_enabled", lambda: False)())
+        return heartbeat_seconds(self.study._storage) is not None
 
     @contextlib.contextmanager
     def trial(self, key: str, attrs: dict[str, Any]) -> Iterator[TrialHandle]:
@@ -181,5 +188,21 @@ class StudyLedger:
                 storage.record_heartbeat(trial_id)
             except Exception:  # noqa: BLE001 - a missed heartbeat only risks the trial being failed as stale
                 log.debug("heartbeat for trial %s failed", trial_id, exc_info=True)
-            if stop.wait(HEARTBEAT_SECONDS):
+            if stop.wait(storage.get_heartbeat_interval() or HEARTBEAT_SECONDS):
                 return
+
+
+def _database(url: str, heartbeat: int) -> optuna.storages.RDBStorage:
+    """The database storage at `url`, with heartbeats. Workers starting at once may race to create its tables:
+    the loser of that race tries again."""
+    # SQLite shared by several processes: wait for a writer's lock instead of failing at once
+    options = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=options, heartbeat_interval=heartbeat,
+                                              grace_period=heartbeat * GRACE_SECONDS // HEARTBEAT_SECONDS)
+        except sqlalchemy.exc.SQLAlchemyError:
+            if attempt == 4:
+                raise
+            time.sleep(0.5 + attempt)
+    raise AssertionError("unreachable")

@@ -38,7 +38,7 @@ from typing import Any
 import dspy
 from dspy.teleprompt import Teleprompter
 
-from memtrace_opt.errors import ConfigError
+from memtrace_opt.errors import ConfigError, MemtraceError
 from memtrace_opt.lm.usage import UsageTracker
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
 from memtrace_opt.optimizers.evaluation.examples import CaseRef, case_refs
@@ -46,6 +46,7 @@ from memtrace_opt.optimizers.evaluation.memo import ReplayMemo, lm_name
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
 from memtrace_opt.optimizers.evaluation.program_io import (
     changed_prompts,
+    instructions_digest,
     instructions_of,
     system_name,
 )
@@ -53,8 +54,15 @@ from memtrace_opt.optimizers.evaluation.qa import MemoryQA, unwrap_memory
 from memtrace_opt.optimizers.evaluation.usage import counting
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
+from memtrace_opt.optimizers.loop.crew import Crew
 from memtrace_opt.optimizers.loop.records import OptimizationResult, RoundRecord
-from memtrace_opt.optimizers.loop.rounds import RoundContext, interrupted_round, predictor_ops, run_round
+from memtrace_opt.optimizers.loop.rounds import (
+    RoundContext,
+    interrupted_round,
+    predictor_ops,
+    round_trials,
+    run_round,
+)
 from memtrace_opt.optimizers.loop.routing import FailureRouting
 from memtrace_opt.optimizers.loop.selection import ModuleSelector, MostBlamed, RoundOutcome
 from memtrace_opt.optimizers.loop.settings import LoopSettings
@@ -100,6 +108,8 @@ class MemTraceOptimizer(Teleprompter):
         study_name: str | None = None,
         memo: ReplayMemo | None = None,
         on_round: Callable[[RoundRecord], None] | None = None,
+        shared: bool = False,
+        heartbeat: int | None = None,
     ) -> None:
         super().__init__()
         self.metric = metric or AnswerMetric()
@@ -119,6 +129,8 @@ class MemTraceOptimizer(Teleprompter):
         self.study_name = study_name
         self.memo = memo or ReplayMemo()
         self.on_round = on_round
+        self.shared = shared  # other workers may share the study: split each round's work with them (`crew.py`)
+        self.heartbeat = heartbeat  # seconds between a database storage's heartbeats (None: `study.py`'s default)
         self.result: OptimizationResult | None = None
 
     @classmethod
@@ -188,29 +200,108 @@ class MemTraceOptimizer(Teleprompter):
         baseline = self._baseline(session, memory, val)
         progress = _Progress(memory, baseline, current_val=baseline)
         for number in range(1, self.settings.rounds + 1):
-            record = self._resumed_round(session, progress, number)
-            if record is None:
-                record = self._new_round(session, progress, number)
-                if record is None:  # not started, or cut short: the run stops here
-                    break
-            progress.rounds.append(record)
-            progress.history.append(RoundOutcome(record.chosen_predictor, record.accepted))
-            if self.on_round is not None:
-                self.on_round(record)
-            progress.reason = session.stop.after(record, session.budget, progress.cut)
-            if progress.reason is not None:
+            going = (self._shared_round(session, progress, number) if session.crew is not None
+                     else self._round(session, progress, number))
+            if not going:
                 break
         return self._finish(student, session, progress, time.perf_counter() - started)
+
+    def _round(self, session: _Session, progress: _Progress, number: int) -> bool:
+        """Round `number` as an earlier run finished it, or run now; False when the run stops (before or after it)."""
+        record = self._resumed_round(session, progress, number)
+        if record is None:
+            record = self._new_round(session, progress, number)
+            if record is None:  # not started, or cut short: the run stops here
+                return False
+        return self._after(session, progress, record)
+
+    def _after(self, session: _Session, progress: _Progress, record: RoundRecord) -> bool:
+        """`record` in the progress and the stop policy; False when the run stops after it."""
+        progress.rounds.append(record)
+        progress.history.append(RoundOutcome(record.chosen_predictor, record.accepted))
+        if self.on_round is not None:
+            self.on_round(record)
+        progress.reason = session.stop.after(record, session.budget, progress.cut)
+        return progress.reason is None
+
+    def _shared_round(self, session: _Session, progress: _Progress, number: int) -> bool:
+        """Round `number` with the other workers sharing the study (`crew.py`): the worker that leads it plans,
+        decides and records it (`round_done:N`, then `next:N`, whether the run goes on); the others run its jobs
+        until it is decided and then apply the same outcome. A leader that dies is replaced; the round resumes
+        from the study. A decision to stop binds the workers running when it was taken."""
+        crew, ledger, phase = session.crew, session.ledger, f"round-{number}"
+        assert crew is not None
+
+        def told(name: str) -> dict[str, Any] | None:  # a leader's word, if given while this worker ran
+            word = ledger.get(name)
+            return word if word is not None and float(word.get("at", 0)) >= session.joined else None
+
+        def decided() -> bool:
+            return ledger.get(f"round_done:{number}") is not None and told(f"next:{number}") is not None \
+                or told(f"stopped:{number}") is not None
+
+        while True:
+            if ledger.get(f"round_done:{number}") is not None and (decided() or not crew.led(phase)):
+                record = self._resumed_round(session, progress, number)
+                assert record is not None
+                going = self._after(session, progress, record)
+                word = told(f"next:{number}")
+                if word is not None:  # the leader's budget and clock decide for every worker
+                    progress.reason = StopReason(word["reason"]) if word["reason"] else None
+                    going = progress.reason is None
+                return going
+            stopped = told(f"stopped:{number}")
+            if stopped is not None:
+                progress.reason = StopReason(stopped["reason"])
+                progress.interrupted = stopped.get("interrupted")
+                return False
+            with crew.lead(phase) as leading:
+                if leading:
+                    return self._lead_round(session, progress, number)
+            self._follow_round(session, progress, number, decided)
+
+    def _follow_round(self, session: _Session, progress: _Progress, number: int, decided: Callable[[], bool]) -> None:
+        """Runs round `number`'s shared jobs until `decided()`, or until no live worker leads the round."""
+        assert session.crew is not None
+        parent = instructions_digest(instructions_of(progress.program))
+        trials: Any = None
+
+        def execute(attrs: Any) -> dict[str, Any]:
+            nonlocal trials
+            if trials is None:
+                trials = round_trials(session.ctx, number, progress.program, progress.current_val,
+                                      self._minibatch(session.order, number))
+            if trials is None:
+                raise MemtraceError(f"round {number} has shared jobs but no recorded plan")
+            return dict(trials.run_job(attrs))
+
+        session.crew.follow(f"round-{number}", decided,
+                            lambda attrs: attrs.get("round") == number and attrs.get("parent") == parent, execute)
+
+    def _lead_round(self, session: _Session, progress: _Progress, number: int) -> bool:
+        """Round `number` run by the worker that leads it: its outcome and the stop decision go to the study."""
+        ledger = session.ledger
+        record = self._new_round(session, progress, number)
+        if record is None:
+            reason = (progress.reason or StopReason.MAX_ROUNDS).value
+            ledger.put(f"stopped:{number}", {"reason": reason, "interrupted": progress.interrupted, "at": time.time()})
+            return False
+        going = self._after(session, progress, record)
+        ledger.put(f"next:{number}", {"reason": progress.reason.value if progress.reason else "", "at": time.time()})
+        return going
 
     def _open(self, memory: Any, train: Sequence[CaseRef], val: Sequence[CaseRef], usage: UsageTracker) -> _Session:
         """The study (resumed if it exists), the budget left in it, and what every round shares."""
         settings = self.settings
         study_name = self.study_name or self._study_name(memory, train, val)
-        ledger = StudyLedger.open(storage=self.storage, study_name=study_name)
+        ledger = StudyLedger.open(storage=self.storage, study_name=study_name, heartbeat=self.heartbeat)
+        crew = Crew(ledger.study, self.memo) if self.shared and self.storage is not None else None
         prior_calls = int(ledger.get("lm_calls_total", 0))
         deadline = None if settings.time_budget is None else time.monotonic() + settings.time_budget
         limit = None if settings.budget is None else max(0, settings.budget - prior_calls)
-        budget = LMBudget(usage, limit, METERED_ROLES, deadline)
+        budget = LMBudget(usage, limit, METERED_ROLES, deadline, crew.others_spent if crew is not None else None)
+        if crew is not None:
+            crew.spend = budget.own
         system = system_name(memory)
         evaluator = CachedEvaluator(self.metric, memo=self.memo, task_lm=self.task_lm,
                                     meta={"system": system}, threads=settings.threads)
@@ -227,27 +318,40 @@ class MemTraceOptimizer(Teleprompter):
             acceptance=self.acceptance_for(len(val)), attribution=self.attribution, attributor_lm=guard(self.attributor_lm),
             attribution_config=self.attribution_config, valset=val, proposal=settings.proposal, system=system,
             predictors=[name for name, _ in memory.named_predictors()], local_check=settings.local_check,
-            routing=self.routing, repairs=settings.repairs, scoped_replay=settings.scoped_replay,
+            routing=self.routing, repairs=settings.repairs, scoped_replay=settings.scoped_replay, crew=crew,
         )
         return _Session(study_name, ledger, budget, prior_calls, ctx, order, StopPolicy(settings.patience),
-                        guard(task_lm))
+                        guard(task_lm), crew)
 
     def _baseline(self, session: _Session, memory: Any, val: Sequence[CaseRef]) -> float:
         """The student's valset accuracy (from the study when a run before this one measured it); after it,
         the task LM is guarded by the budget and the stop policy knows the cheapest validation."""
-        ledger, ctx = session.ledger, session.ctx
+        ledger, ctx, crew = session.ledger, session.ctx, session.crew
         baseline = ledger.get("baseline")
+        while baseline is None and crew is not None:  # one worker measures it, the others wait for it
+            with crew.lead("baseline") as leading:
+                if leading:
+                    baseline = self._measure_baseline(session, memory, val)
+                    break
+            crew.follow("baseline", lambda: ledger.get("baseline") is not None, lambda attrs: False, dict)
+            baseline = ledger.get("baseline")
         if baseline is None:
-            result = ctx.evaluator.evaluate(memory, val)
-            baseline = {"val_accuracy": result.accuracy}
-            ledger.put("baseline", baseline)
-            ledger.put("val_ops", predictor_ops(result))  # what a validation costs, per predictor changed
-            session.checkpoint()
+            baseline = self._measure_baseline(session, memory, val)
+        if crew is not None:
+            crew.pull()
         log.info("baseline valset accuracy %.3f (%s)", baseline["val_accuracy"], session.study_name)
         ctx.val_ops = dict(ledger.get("val_ops") or {})
         session.stop.least_validation = min((n for n in map(ctx.validation_calls, ctx.predictors) if n > 0), default=0)
         ctx.evaluator.task_lm = session.guarded_task_lm
         return float(baseline["val_accuracy"])
+
+    def _measure_baseline(self, session: _Session, memory: Any, val: Sequence[CaseRef]) -> dict[str, Any]:
+        result = session.ctx.evaluator.evaluate(memory, val)
+        baseline = {"val_accuracy": result.accuracy}
+        session.ledger.put("val_ops", predictor_ops(result))  # what a validation costs, per predictor changed
+        session.ledger.put("baseline", baseline)
+        session.checkpoint()
+        return baseline
 
     def _resumed_round(self, session: _Session, progress: _Progress, number: int) -> RoundRecord | None:
         """Round `number` as an earlier run finished it (its outcome applied to the program), or None."""
@@ -329,13 +433,19 @@ class _Session:
     order: list[CaseRef]
     stop: StopPolicy
     guarded_task_lm: Any
+    crew: Crew | None = None
+    joined: float = field(default_factory=time.time)  # when this worker joined (a leader's word binds it after)
 
     def calls_total(self) -> int:
         return self.prior_calls + self.budget.spent()
 
     def checkpoint(self) -> None:
-        """The calls spent so far, in the study: a resumed run's budget starts from them."""
+        """The calls spent so far, in the study: a resumed run's budget starts from them. A worker sharing the
+        study also gives the others its memo and its own spend."""
         self.ledger.put("lm_calls_total", self.calls_total())
+        if self.crew is not None:
+            self.crew.publish()
+            self.crew.report_spend(self.budget.own())
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
+from memtrace_opt.errors import MemtraceError
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
 from memtrace_opt.optimizers.evaluation.program_io import instructions_digest, instructions_of
 from memtrace_opt.optimizers.evaluation.scoped import scoped_reuse
@@ -25,6 +26,7 @@ from memtrace_opt.optimizers.gates.decision import Decision, Status
 from memtrace_opt.optimizers.gates.local_check import LocalCase, LocalCheckGate
 from memtrace_opt.optimizers.gates.minibatch import MinibatchGate
 from memtrace_opt.optimizers.gates.validation import ValidationGate
+from memtrace_opt.optimizers.loop.crew import Job, worker_name
 from memtrace_opt.optimizers.loop.plan import RoundPlan, calls_to_rerun
 from memtrace_opt.optimizers.loop.records import CandidateRecord
 from memtrace_opt.optimizers.loop.study import TrialHandle
@@ -117,6 +119,7 @@ class RoundTrials:
         size = len(ctx.valset)
         self.val_calls = ctx.validation_calls(self.chosen) * (size - len(shared)) // max(1, size)
         self.trials: list[Trial] = []
+        self.validated: dict[str, dict[str, Any]] = {}  # shared validations' results by job key
         self.budget_hit = False
         self.stack = contextlib.ExitStack()
 
@@ -138,6 +141,7 @@ class RoundTrials:
     # the local check and the minibatch --------------------------------------------------------------------
     def _through_minibatch(self) -> None:
         ctx = self.ctx
+        shared = self._shared_minibatches() if ctx.crew is not None else {}
         for i, candidate in enumerate(self.plan.candidates):
             key = candidate.key(self.number, self.parent)
             done = ctx.ledger.finished(key)
@@ -146,7 +150,9 @@ class RoundTrials:
                 continue
             prior = ctx.ledger.partial_score(key)
             needed = self.minibatch_calls + self.val_calls
-            if prior is None and not ctx.budget.can_afford(needed):
+            outcome = shared.get(_job_key("minibatch", key))
+            if prior is None and (not ctx.budget.can_afford(needed) if ctx.crew is None
+                                  else outcome is None or "budget" in outcome):
                 # what is left cannot carry this candidate through its minibatch and a validation: the calls go
                 # to validating the candidates scored so far, and the round resumes with a larger budget
                 log.info("round %d: candidates from %d on not evaluated: %s LM calls left, at least %d needed",
@@ -156,28 +162,118 @@ class RoundTrials:
             trial = Trial(i + 1, candidate, key)
             attrs = {"round": self.number, "predictor": self.chosen, "candidate": i, "instruction": candidate.instruction,
                      "origin": candidate.origin, **({"demos": len(candidate.demos)} if candidate.demos is not None else {})}
-            trial.handle = handle = self.stack.enter_context(ctx.ledger.trial(key, attrs))
+            trial.handle = self.stack.enter_context(ctx.ledger.trial(key, attrs))
             self.trials.append(trial)
-            if prior is None and self.local_gate is not None:
-                result, decision = self.local_gate.check(self.program, candidate)
-                trial.local = result.to_dict()
-                handle.set("local", trial.local)
-                log.info("round %d candidate %d for %s: %s (%d LM calls)", self.number, i + 1, self.chosen,
-                         decision.why, result.lm_calls)
-                if not decision.ok:
-                    trial.decision = decision
-                    handle.pruned(accepted=False, why=decision.why, local_rejected=True, status=decision.status.value)
-                    continue
             if prior is not None:
                 trial.minibatch = prior
+                trial.handle.minibatch(prior)
             else:
-                trial.minibatch, replayed = self.minibatch_gate.run(self.program, candidate, self._reuse(candidate))
-                trial.replayed["minibatch"] = replayed.to_dict()
-                handle.set("replayed", trial.replayed)
-            handle.minibatch(trial.minibatch)
-            log.info("round %d candidate %d for %s%s: minibatch %.3f (current %.3f)", self.number, i + 1, self.chosen,
-                     f" (+{len(candidate.demos)} demos)" if candidate.demos is not None else "", trial.minibatch,
-                     self.plan.minibatch_score)
+                self._record(trial, outcome if outcome is not None else self.evaluate(candidate))
+
+    def evaluate(self, candidate: Candidate) -> dict[str, Any]:
+        """`candidate` through the local check (an upstream predictor) and the minibatch: its `local` result,
+        and `minibatch_score` with the calls it `replayed`, or `local_rejected` with the decision (`why`,
+        `status`). JSON-ready: another worker may have run it (`crew.py`)."""
+        out: dict[str, Any] = {"worker": self.ctx.crew.worker if self.ctx.crew is not None else worker_name()}
+        if self.local_gate is not None:
+            result, decision = self.local_gate.check(self.program, candidate)
+            out.update(local=result.to_dict(), local_calls=result.lm_calls, local_why=decision.why)
+            if not decision.ok:
+                return {**out, "local_rejected": True, "why": decision.why, "status": decision.status.value}
+        score, replayed = self.minibatch_gate.run(self.program, candidate, self._reuse(candidate))
+        return {**out, "minibatch_score": score, "score": score, "replayed": {"minibatch": replayed.to_dict()}}
+
+    def _record(self, trial: Trial, outcome: Mapping[str, Any]) -> None:
+        """What `evaluate` found for `trial`, in its study trial and in the log."""
+        handle = trial.handle
+        assert handle is not None
+        handle.set("worker", outcome.get("worker"))
+        if outcome.get("local") is not None:
+            trial.local = dict(outcome["local"])
+            handle.set("local", trial.local)
+            log.info("round %d candidate %d for %s: %s (%d LM calls)", self.number, trial.number, self.chosen,
+                     outcome.get("local_why", ""), outcome.get("local_calls", 0))
+        if outcome.get("local_rejected"):
+            trial.decision = Decision.recorded(Status(outcome["status"]), str(outcome["why"]))
+            handle.pruned(accepted=False, why=outcome["why"], local_rejected=True, status=outcome["status"])
+            return
+        trial.minibatch = float(outcome["minibatch_score"])
+        trial.replayed.update(outcome.get("replayed") or {})
+        handle.set("replayed", trial.replayed)
+        handle.minibatch(trial.minibatch)
+        demos = trial.candidate.demos
+        log.info("round %d candidate %d for %s%s: minibatch %.3f (current %.3f)", self.number, trial.number, self.chosen,
+                 f" (+{len(demos)} demos)" if demos is not None else "", trial.minibatch, self.plan.minibatch_score)
+
+    # work shared with other workers (`crew.py`) -------------------------------------------------------------
+    def _job(self, kind: str, indices: Sequence[int], key: str) -> Job:
+        return Job(_job_key(kind, key), {"round": self.number, "parent": self.parent, "job": kind,
+                                         "candidates": list(indices)})
+
+    def accepts(self, attrs: Mapping[str, Any]) -> bool:
+        """Whether a shared job is one of this round's, from this program."""
+        return attrs.get("round") == self.number and attrs.get("parent") == self.parent
+
+    def run_job(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """A shared job of this round (`_job`), run here: a candidate's `evaluate`, or a validation's score."""
+        if not self.accepts(attrs):
+            raise MemtraceError(f"job {attrs.get('key')} is not one of round {self.number} from this program")
+        parts = [self.plan.candidates[i] for i in attrs["candidates"]]
+        candidate = parts[0] if len(parts) == 1 else combine(parts[0], parts[1])
+        if attrs["job"] == "minibatch":
+            return self.evaluate(candidate)
+        val, _, replayed = self.validation_gate.run_recorded(self.program, candidate)  # the leader decides
+        worker = self.ctx.crew.worker if self.ctx.crew is not None else worker_name()
+        return {"val_score": val, "score": val, "replayed": replayed.to_dict(), "worker": worker}
+
+    def _shared_minibatches(self) -> dict[str, dict[str, Any]]:
+        """The candidates not evaluated yet, through the other workers too; as many as the calls left carry."""
+        ctx = self.ctx
+        jobs: list[Job] = []
+        for i, candidate in enumerate(self.plan.candidates):
+            key = candidate.key(self.number, self.parent)
+            if ctx.ledger.finished(key, wait_seconds=0) is not None or ctx.ledger.partial_score(key) is not None:
+                continue
+            if not ctx.budget.can_afford((len(jobs) + 1) * self.minibatch_calls + self.val_calls):
+                break
+            jobs.append(self._job("minibatch", [i], key))
+        assert ctx.crew is not None
+        return ctx.crew.run(jobs, self.run_job) if jobs else {}
+
+    def _shared_validations(self, wanted: Sequence[Trial], pair: tuple[Trial, Trial] | None) -> None:
+        """The validations the choice needs first (`wanted`, and the rewrite with the demos of `pair`), run at
+        once through the other workers too; as many as the calls left carry."""
+        ctx, cost = self.ctx, 0
+        jobs: list[Job] = []
+        for trial in wanted:
+            cost += self.val_calls
+            if ctx.budget.can_afford(cost):
+                jobs.append(self._job("val", [trial.number - 1], trial.key))
+        if pair is not None:
+            candidate = combine(pair[0].candidate, pair[1].candidate)
+            key = candidate.key(self.number, self.parent)
+            cost += ctx.validation_calls(self.chosen)
+            if ctx.ledger.finished(key, wait_seconds=0) is None and ctx.budget.can_afford(cost):
+                jobs.append(self._job("val", [pair[0].number - 1, pair[1].number - 1], key))
+        assert ctx.crew is not None
+        if jobs:
+            self.validated.update(ctx.crew.run(jobs, self.run_job))
+
+    def _valset_score(self, key: str, indices: Sequence[int], candidate: Candidate,
+                      calls: int) -> dict[str, Any] | Decision:
+        """The candidate's validation (`val_score`, the calls it `replayed`, the `worker` that ran it), or the
+        decision not to validate it (fewer than `calls` LM calls left)."""
+        result = self.validated.get(_job_key("val", key))
+        if result is None:
+            refused = self.validation_gate.unaffordable(calls)
+            if refused is not None:
+                return refused
+            job = self._job("val", indices, key)
+            result = (self.run_job(job.attrs) if self.ctx.crew is None
+                      else self.ctx.crew.run([job], self.run_job)[job.key])
+        if "budget" in result:
+            return Decision.of(Status.NOT_VALIDATED, "not validated: {why}", why=result["budget"])
+        return result
 
     # the valset and the choice ------------------------------------------------------------------------------
     def _choose(self) -> tuple[Trial | None, Trial | None]:
@@ -193,6 +289,11 @@ class RoundTrials:
         contenders = sorted(leaders.values(), key=lambda t: (-(t.minibatch or 0.0), t.number))
         gates = {t.number: self.minibatch_gate.decide(t.minibatch or 0.0) for t in contenders}
         together = len(leaders) == 2 and all(gate.ok for gate in gates.values())
+        if self.ctx.crew is not None:  # what the choice validates first runs at once, spread over the workers
+            decided_before = any(t.restored is not None and t.accepted for t in contenders)
+            self._shared_validations(
+                [t for t in contenders if t.restored is None and gates[t.number].ok and not (together and t is leaders[False])],
+                (leaders[False], leaders[True]) if together and not decided_before else None)
         for trial in scored:
             if trial.restored is not None:
                 continue
@@ -214,8 +315,7 @@ class RoundTrials:
                                               default=None)
         combined = None
         if together and not decided:
-            combined = self._combination(leaders[False].candidate, leaders[True].candidate,
-                                         best.val if best is not None else None)
+            combined = self._combination(leaders[False], leaders[True], best.val if best is not None else None)
             # cut for want of calls after the demos passed: the round stands with the demos, and the next round
             # proposes its rewrites on top of them; before they passed, the round resumes
             if best is None and combined.decision is not None and combined.decision.status is Status.NOT_VALIDATED:
@@ -244,44 +344,52 @@ class RoundTrials:
     def _reuse(self, candidate: Candidate) -> dict[str, dict[str, dict[str, Any]]] | None:
         """What a scoped minibatch replay of `candidate` serves from the current program's run (None: a full
         replay): the plan's scope is set for a write-path predictor only (`scoped.py`). A round resumed by a later
-        run has no traced minibatch of the current program at hand: its candidates replay in full."""
+        run has no traced minibatch of the current program at hand: its candidates replay in full. A worker sharing
+        the round (`crew.py`) traces it again from the shared memo, so that it scores as the planner would."""
+        if not self.plan.evidence_ops or candidate.predictor != self.chosen:
+            return None
+        if self.number not in self.ctx.minibatch_runs and self.ctx.crew is not None:
+            self.ctx.minibatch_runs[self.number] = self.ctx.evaluator.evaluate(self.program, self.minibatch_gate.cases)
         parent = self.ctx.minibatch_runs.get(self.number)
-        if not self.plan.evidence_ops or candidate.predictor != self.chosen or parent is None:
+        if parent is None:
             return None
         return scoped_reuse(parent, candidate.apply(self.program), self.chosen, self.plan.evidence_ops) or None
 
     def _validate(self, trial: Trial) -> None:
         """`trial` through the validation gate, or marked cut when the calls left cannot take it there."""
-        refused = self.validation_gate.unaffordable(self.val_calls)
-        if refused is not None:
-            trial.decision, trial.cut, self.budget_hit = refused, True, True
+        got = self._valset_score(trial.key, [trial.number - 1], trial.candidate, self.val_calls)
+        if isinstance(got, Decision):
+            trial.decision, trial.cut, self.budget_hit = got, True, True
             return
-        trial.val, trial.decision, replayed = self.validation_gate.run_recorded(self.program, trial.candidate)
-        trial.replayed["val"] = replayed.to_dict()
+        trial.val, trial.replayed["val"] = float(got["val_score"]), dict(got["replayed"])
+        trial.decision = self.validation_gate.decide(trial.val)
         if trial.handle is not None:
             trial.handle.set("replayed", trial.replayed)
+            trial.handle.set("val_worker", got.get("worker"))
         log.info("round %d candidate %d for %s: %s", self.number, trial.number, self.chosen, trial.decision.why)
 
-    def _combination(self, rewrite: Candidate, demos: Candidate, rival: float | None) -> Trial:
+    def _combination(self, rewrite: Trial, demos: Trial, rival: float | None) -> Trial:
         """The rewrite with the demos, validated: taken when it passes the acceptance rule and, if the demos alone
         passed too (valset `rival`), beats them. A run cut short and resumed finds its decision in the study."""
-        candidate = combine(rewrite, demos)
+        candidate = combine(rewrite.candidate, demos.candidate)
         key = candidate.key(self.number, self.parent)
         done = self.ctx.ledger.finished(key)
         if done is not None:
             return Trial.restore(0, candidate, key, done)
         trial = Trial(0, candidate, key)
         # all of the valset's calls: no minibatch run answered any under this prompt
-        refused = self.validation_gate.unaffordable(self.ctx.validation_calls(self.chosen))
-        if refused is not None:  # no study trial: a resumed run tries it
-            trial.decision = refused
+        got = self._valset_score(key, [rewrite.number - 1, demos.number - 1], candidate,
+                                 self.ctx.validation_calls(self.chosen))
+        if isinstance(got, Decision):  # no study trial: a resumed run tries it
+            trial.decision = got
             return trial
         handle = self.stack.enter_context(self.ctx.ledger.trial(key, {
             "round": self.number, "predictor": self.chosen, "instruction": candidate.instruction,
             "demos": len(candidate.demos or ()), "origin": candidate.origin}))
-        val, decision, replayed = self.validation_gate.run_recorded(self.program, candidate)
-        trial.replayed["val"] = replayed.to_dict()
+        val, trial.replayed["val"] = float(got["val_score"]), dict(got["replayed"])
         handle.set("replayed", trial.replayed)
+        handle.set("worker", got.get("worker"))
+        decision = self.validation_gate.decide(val)
         if decision.ok and rival is not None:
             decision = (decision.also(", and above the demos alone ({rival:.3f})", rival=rival) if val > rival else
                         Decision.of(Status.REJECTED, "rejected: valset {val:.3f} not above the demos alone "
@@ -290,3 +398,7 @@ class RoundTrials:
         handle.validated(val, accepted=trial.accepted, why=decision.why, status=decision.status.value)
         log.info("round %d: the rewrite with the demos for %s: %s", self.number, self.chosen, decision.why)
         return trial
+
+
+def _job_key(kind: str, candidate_key: str) -> str:
+    return f"{kind}:{candidate_key}"
