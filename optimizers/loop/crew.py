@@ -33,9 +33,11 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import optuna
+import sqlalchemy
 from optuna.trial import TrialState, create_trial
 
 from memtrace_opt.errors import MemtraceError
@@ -49,6 +51,22 @@ log = logging.getLogger(__name__)
 
 ATTEMPTS = 3  # a job that raised this many times stops the optimization with its error
 SPEND_SECONDS = 2.0  # the others' LM-call spend is re-read at most this often
+
+
+def _claim_waiting(storage: Any, trial_id: int) -> bool:
+    """WAITING -> RUNNING, True for exactly one of the workers that try at once. Optuna's own claim reads the
+    state with SELECT ... FOR UPDATE, which SQLite ignores: two processes could both read WAITING and both win.
+    On a database storage the claim is one conditional UPDATE instead, atomic on every database."""
+    backend = getattr(storage, "_backend", storage)
+    if not isinstance(backend, optuna.storages.RDBStorage):
+        return bool(storage.set_trial_state_values(trial_id, TrialState.RUNNING))
+    from optuna.storages._rdb.models import TrialModel
+
+    claim = (sqlalchemy.update(TrialModel)
+             .where(TrialModel.trial_id == trial_id, TrialModel.state == TrialState.WAITING)
+             .values(state=TrialState.RUNNING, datetime_start=datetime.now()))
+    with backend.engine.begin() as connection:
+        return connection.execute(claim).rowcount == 1
 
 
 def worker_name() -> str:
@@ -136,7 +154,7 @@ class Crew:
 
     def _claim(self, trial_id: int) -> bool:
         """The atomic WAITING -> RUNNING claim; a claimed trial is this worker's, with heartbeats."""
-        if not self.storage.set_trial_state_values(trial_id, TrialState.RUNNING):
+        if not _claim_waiting(self.storage, trial_id):
             return False
         if self.heartbeats:
             self._beats.add(trial_id)
@@ -145,15 +163,19 @@ class Crew:
 
     def _end(self, trial_id: int, state: TrialState, value: float = 0.0, **attrs: Any) -> None:
         self._beats.discard(trial_id)
-        for name, attr in attrs.items():
-            self.storage.set_trial_user_attr(trial_id, name, attr)
         values = [value] if state == TrialState.COMPLETE else None
-        with contextlib.suppress(Exception):  # failed as stale meanwhile: the job runs again elsewhere
+        try:
+            for name, attr in attrs.items():
+                self.storage.set_trial_user_attr(trial_id, name, attr)
             self.storage.set_trial_state_values(trial_id, state, values=values)
+        except optuna.exceptions.UpdateFinishedTrialError:  # failed as stale meanwhile: it runs again elsewhere
+            log.warning("trial %d was failed as stale before %s finished it", trial_id, self.worker)
 
     def _fail_stale(self) -> None:
         if self.heartbeats:
-            optuna.storages.fail_stale_trials(self.study)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                optuna.storages.fail_stale_trials(self.study)
 
     # leaders --------------------------------------------------------------------------------------------
     @contextlib.contextmanager

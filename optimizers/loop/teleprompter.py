@@ -31,6 +31,7 @@ import json
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -54,7 +55,7 @@ from memtrace_opt.optimizers.evaluation.qa import MemoryQA, unwrap_memory
 from memtrace_opt.optimizers.evaluation.usage import counting
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
-from memtrace_opt.optimizers.loop.crew import Crew
+from memtrace_opt.optimizers.loop.crew import Crew, Job
 from memtrace_opt.optimizers.loop.records import OptimizationResult, RoundRecord
 from memtrace_opt.optimizers.loop.rounds import (
     RoundContext,
@@ -328,12 +329,14 @@ class MemTraceOptimizer(Teleprompter):
         the task LM is guarded by the budget and the stop policy knows the cheapest validation."""
         ledger, ctx, crew = session.ledger, session.ctx, session.crew
         baseline = ledger.get("baseline")
-        while baseline is None and crew is not None:  # one worker measures it, the others wait for it
+        while baseline is None and crew is not None:  # one worker leads it, every worker runs conversations of it
             with crew.lead("baseline") as leading:
                 if leading:
                     baseline = self._measure_baseline(session, memory, val)
                     break
-            crew.follow("baseline", lambda: ledger.get("baseline") is not None, lambda attrs: False, dict)
+            crew.follow("baseline", lambda: ledger.get("baseline") is not None,
+                        lambda attrs: attrs.get("job") == "baseline",
+                        lambda attrs: _baseline_part(session.ctx.evaluator, memory, val, attrs["conversation"]))
             baseline = ledger.get("baseline")
         if baseline is None:
             baseline = self._measure_baseline(session, memory, val)
@@ -346,9 +349,24 @@ class MemTraceOptimizer(Teleprompter):
         return float(baseline["val_accuracy"])
 
     def _measure_baseline(self, session: _Session, memory: Any, val: Sequence[CaseRef]) -> dict[str, Any]:
-        result = session.ctx.evaluator.evaluate(memory, val)
-        baseline = {"val_accuracy": result.accuracy}
-        session.ledger.put("val_ops", predictor_ops(result))  # what a validation costs, per predictor changed
+        """The student on the valset: its accuracy, and each predictor's op calls (what a validation costs, per
+        predictor changed). Workers sharing the study split it by conversation."""
+        conversations = sorted({case.conversation_key for case in val})
+        if session.crew is not None and len(conversations) > 1:
+            jobs = [Job(f"baseline@{key}", {"job": "baseline", "conversation": key}) for key in conversations]
+            parts = list(session.crew.run(jobs, lambda attrs: _baseline_part(session.ctx.evaluator, memory, val,
+                                                                              attrs["conversation"])).values())
+            cases = sum(int(part["cases"]) for part in parts)
+            accuracy = sum(int(part["correct"]) for part in parts) / cases if cases else 0.0
+            ops: Counter[str] = Counter()
+            for part in parts:
+                ops.update(part["ops"])
+            val_ops = dict(ops)
+        else:
+            result = session.ctx.evaluator.evaluate(memory, val)
+            accuracy, val_ops = result.accuracy, predictor_ops(result)
+        baseline = {"val_accuracy": accuracy}
+        session.ledger.put("val_ops", val_ops)
         session.ledger.put("baseline", baseline)
         session.checkpoint()
         return baseline
@@ -418,6 +436,13 @@ class MemTraceOptimizer(Teleprompter):
         log.info("optimization stopped (%s) after %d rounds; valset %.3f -> %.3f; %d LM calls", stop_reason,
                  len(progress.rounds), self.result.baseline_val, self.result.best_val, self.result.lm_calls)
         return optimized
+
+
+def _baseline_part(evaluator: CachedEvaluator, memory: Any, val: Sequence[CaseRef], conversation: str) -> dict[str, Any]:
+    """The student on the valset questions of one conversation (a worker's share of the baseline)."""
+    result = evaluator.evaluate(memory, [case for case in val if case.conversation_key == conversation])
+    return {"correct": sum(c.correct for c in result.cases), "cases": len(result.cases), "ops": predictor_ops(result),
+            "score": result.accuracy}
 
 
 @dataclass

@@ -21,7 +21,7 @@ import dspy
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
 from memtrace_opt.optimizers.evaluation.program_io import instructions_digest, instructions_of
-from memtrace_opt.optimizers.evaluation.scoped import scoped_reuse
+from memtrace_opt.optimizers.evaluation.scoped import ReplayedOps, replayed_ops, scoped_reuse
 from memtrace_opt.optimizers.gates.decision import Decision, Status
 from memtrace_opt.optimizers.gates.local_check import LocalCase, LocalCheckGate
 from memtrace_opt.optimizers.gates.minibatch import MinibatchGate
@@ -222,9 +222,15 @@ class RoundTrials:
         candidate = parts[0] if len(parts) == 1 else combine(parts[0], parts[1])
         if attrs["job"] == "minibatch":
             return self.evaluate(candidate)
-        val, _, replayed = self.validation_gate.run_recorded(self.program, candidate)  # the leader decides
         worker = self.ctx.crew.worker if self.ctx.crew is not None else worker_name()
-        return {"val_score": val, "score": val, "replayed": replayed.to_dict(), "worker": worker}
+        part = attrs.get("conversation")
+        if part is None:  # the whole valset
+            val, _, replayed = self.validation_gate.run_recorded(self.program, candidate)  # the leader decides
+            return {"val_score": val, "score": val, "replayed": replayed.to_dict(), "worker": worker}
+        cases = [case for case in self.ctx.valset if case.conversation_key == part]
+        result = self.ctx.evaluator.evaluate(candidate.apply(self.program), cases)
+        return {"correct": sum(c.correct for c in result.cases), "cases": len(result.cases), "worker": worker,
+                "replayed": replayed_ops(result, "full").to_dict(), "score": result.accuracy}
 
     def _shared_minibatches(self) -> dict[str, dict[str, Any]]:
         """The candidates not evaluated yet, through the other workers too; as many as the calls left carry."""
@@ -240,21 +246,51 @@ class RoundTrials:
         assert ctx.crew is not None
         return ctx.crew.run(jobs, self.run_job) if jobs else {}
 
+    def _val_jobs(self, indices: Sequence[int], key: str) -> list[Job]:
+        """A validation as shared jobs: one per valset conversation, so that the workers split it."""
+        conversations = sorted({case.conversation_key for case in self.ctx.valset})
+        job = self._job("val", indices, key)
+        if len(conversations) < 2:
+            return [job]
+        return [Job(f"{job.key}@{conversation}", {**job.attrs, "conversation": conversation})
+                for conversation in conversations]
+
+    def _joined(self, key: str, results: Mapping[str, dict[str, Any]]) -> dict[str, Any] | None:
+        """A validation's result from the results of its jobs (`_val_jobs`); None when some are missing."""
+        whole = results.get(_job_key("val", key))
+        if whole is not None:
+            return whole
+        parts = [result for job_key, result in results.items() if job_key.startswith(_job_key("val", key) + "@")]
+        if not parts:
+            return None
+        if cut := next((part for part in parts if "budget" in part), None):
+            return cut
+        cases = sum(int(part["cases"]) for part in parts)
+        by_op: dict[str, int] = {}
+        rerun: dict[str, list[str]] = {}
+        for part in parts:
+            for op, count in part["replayed"]["rerun_by_op"].items():
+                by_op[op] = by_op.get(op, 0) + count
+            rerun.update(part["replayed"]["rerun"])
+        replayed = ReplayedOps("full", dict(sorted(by_op.items())), rerun, sum(p["replayed"]["served"] for p in parts))
+        return {"val_score": sum(int(part["correct"]) for part in parts) / cases if cases else 0.0,
+                "replayed": replayed.to_dict(), "worker": ",".join(sorted({str(p["worker"]) for p in parts}))}
+
     def _shared_validations(self, wanted: Sequence[Trial], pair: tuple[Trial, Trial] | None) -> None:
         """The validations the choice needs first (`wanted`, and the rewrite with the demos of `pair`), run at
-        once through the other workers too; as many as the calls left carry."""
+        once through the other workers too, each split by conversation; as many as the calls left carry."""
         ctx, cost = self.ctx, 0
         jobs: list[Job] = []
         for trial in wanted:
             cost += self.val_calls
             if ctx.budget.can_afford(cost):
-                jobs.append(self._job("val", [trial.number - 1], trial.key))
+                jobs += self._val_jobs([trial.number - 1], trial.key)
         if pair is not None:
             candidate = combine(pair[0].candidate, pair[1].candidate)
             key = candidate.key(self.number, self.parent)
             cost += ctx.validation_calls(self.chosen)
             if ctx.ledger.finished(key, wait_seconds=0) is None and ctx.budget.can_afford(cost):
-                jobs.append(self._job("val", [pair[0].number - 1, pair[1].number - 1], key))
+                jobs += self._val_jobs([pair[0].number - 1, pair[1].number - 1], key)
         assert ctx.crew is not None
         if jobs:
             self.validated.update(ctx.crew.run(jobs, self.run_job))
@@ -263,14 +299,16 @@ class RoundTrials:
                       calls: int) -> dict[str, Any] | Decision:
         """The candidate's validation (`val_score`, the calls it `replayed`, the `worker` that ran it), or the
         decision not to validate it (fewer than `calls` LM calls left)."""
-        result = self.validated.get(_job_key("val", key))
+        result = self._joined(key, self.validated)
         if result is None:
             refused = self.validation_gate.unaffordable(calls)
             if refused is not None:
                 return refused
-            job = self._job("val", indices, key)
-            result = (self.run_job(job.attrs) if self.ctx.crew is None
-                      else self.ctx.crew.run([job], self.run_job)[job.key])
+            if self.ctx.crew is None:
+                result = self.run_job(self._job("val", indices, key).attrs)
+            else:
+                result = self._joined(key, self.ctx.crew.run(self._val_jobs(indices, key), self.run_job))
+                assert result is not None
         if "budget" in result:
             return Decision.of(Status.NOT_VALIDATED, "not validated: {why}", why=result["budget"])
         return result

@@ -41,7 +41,7 @@ def program(tmp_path: Path, name: str) -> dict:
 
 @pytest.fixture
 def toy(tmp_path: Path) -> Path:
-    write_locomo(tmp_path / "toy.json")
+    write_locomo(tmp_path / "toy.json", sample_ids=("toy-a", "toy-b", "toy-c"))
     return tmp_path
 
 
@@ -88,6 +88,8 @@ def test_two_workers_split_the_rounds_and_end_with_the_program_of_one(toy, alone
     assert {t.state for t in jobs} == {TrialState.COMPLETE}
     ran = Counter(pid_of(t.user_attrs["worker"]) for t in jobs)
     assert set(ran) == {p.pid for p in workers.values()}, ran  # both workers ran some
+    split = Counter(t.user_attrs["conversation"].split("@")[0] for t in jobs if "conversation" in t.user_attrs)
+    assert set(split) == {"toy-a", "toy-b"} and split["toy-a"] == split["toy-b"] > 1  # baseline and validations
 
 
 def wait_for_job(storage: str, accept, timeout: float = 120.0) -> optuna.trial.FrozenTrial:
@@ -121,7 +123,8 @@ def kill_one(toy: Path, storage: str, wish) -> tuple[int, optuna.Study]:
         if trial.user_attrs.get("kind") != "job" or "worker" not in trial.user_attrs:
             return False
         _, crew = studies(storage)
-        return wish(trial, leader_of(crew, f"round-{trial.user_attrs['round']}"))
+        phase = f"round-{trial.user_attrs['round']}" if "round" in trial.user_attrs else "baseline"
+        return wish(trial, leader_of(crew, phase))
 
     victim = pid_of(wait_for_job(storage, accept).user_attrs["worker"])
     os.kill(victim, signal.SIGKILL)
@@ -152,3 +155,26 @@ def test_a_leader_killed_mid_round_is_replaced(toy, alone):
     leads = [t for t in crew.trials if t.user_attrs.get("kind") == "lead"]
     assert any(t.state == TrialState.FAIL and pid_of(t.user_attrs["worker"]) == victim for t in leads)
     assert any(t.state == TrialState.COMPLETE and pid_of(t.user_attrs["worker"]) != victim for t in leads)
+
+
+def claim_all(url: str, ids: list[int]) -> list[int]:
+    from memtrace_opt.optimizers.loop.crew import _claim_waiting
+
+    storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+    return [trial_id for trial_id in ids if _claim_waiting(storage, trial_id)]
+
+
+def test_a_waiting_trial_is_claimed_by_exactly_one_of_the_processes_that_try(tmp_path):
+    import multiprocessing
+
+    from optuna.trial import create_trial
+
+    url = f"sqlite:///{tmp_path / 'claims.db'}"
+    storage = optuna.storages.RDBStorage(url)
+    study = optuna.create_study(storage=storage)
+    ids = [storage.create_new_trial(study._study_id, template_trial=create_trial(state=TrialState.WAITING))
+           for _ in range(60)]
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        claimed = [trial_id for got in pool.starmap(claim_all, [(url, ids)] * 4) for trial_id in got]
+    assert sorted(claimed) == sorted(ids)  # each once: SQLite ignores SELECT ... FOR UPDATE, the claim must not
+    assert {storage.get_trial(trial_id).state for trial_id in ids} == {TrialState.RUNNING}
