@@ -76,9 +76,11 @@ def attribute_failures(
     predictors: Collection[str] | None = None,
     system: str = "",
     config: AttributionConfig | None = None,
+    num_threads: int = 1,
 ) -> Blame:
     """Attribute `failures` (cases of `evaluation`) with `method` (a registered name or an Attributor) under
-    the attributor `lm`; blame goes to predictors in `predictors` (default: any named by a verdict)."""
+    the attributor `lm`, `num_threads` cases at a time; blame goes to predictors in `predictors` (default: any
+    named by a verdict)."""
     graphs: dict[str, Any] = {}
     cases = []
     for result in failures:
@@ -86,7 +88,7 @@ def attribute_failures(
         if key not in graphs:
             graphs[key] = evaluation.traces[key].graph()
         cases.append(_failed_case(result, graphs[key], system))
-    verdicts = attribute_cases(cases, method, lm=lm, config=config) if cases else []
+    verdicts = attribute_cases(cases, method, lm=lm, config=config, num_threads=num_threads) if cases else []
     blame = Blame(verdicts=list(verdicts))
     not_fixable: Counter[str] = Counter()
     for verdict in verdicts:

@@ -113,6 +113,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         blame = attribute_failures(
             evaluation, evaluation.failed(), method=ctx.attribution, lm=ctx.attributor_lm,
             predictors=ctx.predictors, system=ctx.system, config=ctx.attribution_config,
+            num_threads=ctx.evaluator.threads,  # against a served model, failures are attributed in parallel
         )
     chosen = ctx.selector.select(blame.counts(), history)
     instructions = instructions_of(program)

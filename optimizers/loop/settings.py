@@ -52,8 +52,9 @@ class LoopSettings:
     local_check: bool = knob(True, "Re-run the blamed calls under each candidate for an upstream predictor before "
                                    "replaying the write path (default: on).", flag="--local-check/--no-local-check")
     seed: int = 0
-    threads: int = knob(1, "Conversations of an evaluation run in parallel threads, each with its own memory (a gain "
-                           "against a served model; the embedded engine runs one call at a time).")
+    threads: int = knob(1, "Conversations of an evaluation, and the failures a round attributes, run in parallel "
+                           "threads, each conversation with its own memory (a gain against a served model; the "
+                           "embedded engine runs one call at a time).")
     repairs: int = knob(2, "Repair up to N blamed calls of an upstream predictor a round, keep those a replay confirms "
                            "and the graph shows lost the information, and use them as demos, reflection targets and "
                            "local-check targets (default 2; 0: no repairs).")

@@ -178,3 +178,31 @@ def test_a_waiting_trial_is_claimed_by_exactly_one_of_the_processes_that_try(tmp
         claimed = [trial_id for got in pool.starmap(claim_all, [(url, ids)] * 4) for trial_id in got]
     assert sorted(claimed) == sorted(ids)  # each once: SQLite ignores SELECT ... FOR UPDATE, the claim must not
     assert {storage.get_trial(trial_id).state for trial_id in ids} == {TrialState.RUNNING}
+
+
+@pytest.fixture
+def postgres_url() -> str:
+    """An empty database on the server MEMTRACE_TEST_POSTGRES names (CI starts one: `.ci/postgres`)."""
+    url = os.environ.get("MEMTRACE_TEST_POSTGRES")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("MEMTRACE_TEST_POSTGRES is not set in CI: .ci/run starts a server with .ci/postgres")
+        pytest.skip("no PostgreSQL server (set MEMTRACE_TEST_POSTGRES=postgresql://user:password@host/db)")
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as connection:  # a clean slate: Optuna's tables from an earlier run are dropped
+        connection.execute(sqlalchemy.text("drop schema public cascade; create schema public"))
+    engine.dispose()
+    return url
+
+
+@pytest.mark.postgres
+def test_two_workers_share_a_postgresql_study(toy, alone, postgres_url):
+    workers = {name: start(toy, name, postgres_url) for name in ("w1", "w2")}
+    for name, process in workers.items():
+        finish(toy, name, process)
+    assert program(toy, "w1") == program(toy, "w2") == alone
+    _, crew = check_shared_run(postgres_url, {p.pid for p in workers.values()})
+    ran = Counter(pid_of(t.user_attrs["worker"]) for t in crew.trials if t.user_attrs.get("kind") == "job")
+    assert set(ran) == {p.pid for p in workers.values()}, ran
