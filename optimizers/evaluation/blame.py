@@ -18,7 +18,7 @@ from typing import Any
 from memtrace_opt.attribution import GOLD, AttributionConfig, FailedCase, Verdict, attribute_cases
 from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
 
-__all__ = ["Blame", "attribute_failures", "op_seq", "UNATTRIBUTED"]
+__all__ = ["Blame", "attribute_failures", "blame_of", "failed_cases", "op_seq", "UNATTRIBUTED"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,13 @@ def attribute_failures(
     """Attribute `failures` (cases of `evaluation`) with `method` (a registered name or an Attributor) under
     the attributor `lm`, `num_threads` cases at a time; blame goes to predictors in `predictors` (default: any
     named by a verdict)."""
+    cases = failed_cases(evaluation, failures, system)
+    verdicts = attribute_cases(cases, method, lm=lm, config=config, num_threads=num_threads) if cases else []
+    return blame_of(verdicts, predictors)
+
+
+def failed_cases(evaluation: EvalResult, failures: Sequence[CaseResult], system: str = "") -> list[FailedCase]:
+    """`failures` (cases of `evaluation`) as attribution takes them: each with its conversation's graph."""
     graphs: dict[str, Any] = {}
     cases = []
     for result in failures:
@@ -88,7 +95,12 @@ def attribute_failures(
         if key not in graphs:
             graphs[key] = evaluation.traces[key].graph()
         cases.append(_failed_case(result, graphs[key], system))
-    verdicts = attribute_cases(cases, method, lm=lm, config=config, num_threads=num_threads) if cases else []
+    return cases
+
+
+def blame_of(verdicts: Sequence[Verdict], predictors: Collection[str] | None = None) -> Blame:
+    """The verdicts grouped by blamed predictor (those in `predictors`; default: any a verdict names), and the
+    failures no prompt can fix counted by why."""
     blame = Blame(verdicts=list(verdicts))
     not_fixable: Counter[str] = Counter()
     for verdict in verdicts:

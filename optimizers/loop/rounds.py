@@ -19,13 +19,15 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
 
-from memtrace_opt.optimizers.evaluation.blame import attribute_failures
+from memtrace_opt.attribution import Verdict, attribute_cases
+from memtrace_opt.errors import MemtraceError
+from memtrace_opt.optimizers.evaluation.blame import Blame, attribute_failures, blame_of, failed_cases
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.evidence import build_evidence, describe
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
@@ -34,8 +36,8 @@ from memtrace_opt.optimizers.evaluation.repairs import RepairSet, confirmed_repa
 from memtrace_opt.optimizers.evaluation.scoped import evidence_scope
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.gates.local_check import LocalCase, local_cases
-from memtrace_opt.optimizers.loop.budget import LMBudget
-from memtrace_opt.optimizers.loop.crew import Crew
+from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget
+from memtrace_opt.optimizers.loop.crew import Crew, Job
 from memtrace_opt.optimizers.loop.plan import RoundPlan, calls_to_rerun
 from memtrace_opt.optimizers.loop.records import RoundRecord
 from memtrace_opt.optimizers.loop.routing import FailureRouting
@@ -46,7 +48,8 @@ from memtrace_opt.optimizers.sources.base import Candidate, CandidateSource, Pro
 from memtrace_opt.optimizers.sources.demo_context import writes_answers
 from memtrace_opt.tracing import OpEvent
 
-__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "interrupted_round", "predictor_ops", "round_trials"]
+__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "interrupted_round", "predictor_ops", "round_trials",
+           "shared_job"]
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +112,8 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
     evaluation = ctx.evaluator.evaluate(program, minibatch)
     if ctx.routing is not None:
         blame = ctx.routing.route(evaluation, evaluation.failed(), ctx.predictors)
+    elif ctx.crew is not None and len(evaluation.failed()) > 1:
+        blame = _shared_blame(ctx, number, program, evaluation)
     else:
         blame = attribute_failures(
             evaluation, evaluation.failed(), method=ctx.attribution, lm=ctx.attributor_lm,
@@ -156,6 +161,53 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
     if ctx.crew is not None:  # the workers that run its candidates replay what tracing it recorded
         ctx.crew.publish()
     return plan
+
+
+def _attribution_job(number: int, program: dspy.Module, case: Any) -> Job:
+    parent = instructions_digest(instructions_of(program))
+    return Job(f"attribute:r{number}:{parent}:{case.conversation_key}:{case.case_id}",
+               {"round": number, "parent": parent, "job": "attribute", "case": case.case_id,
+                "conversation": case.conversation_key})
+
+
+def _shared_blame(ctx: RoundContext, number: int, program: dspy.Module, evaluation: EvalResult) -> Blame:
+    """The minibatch's failures attributed by whichever workers claim them (`crew.py`): each traces the minibatch
+    again from the shared memo, which the planner's trace has just fed."""
+    assert ctx.crew is not None
+    ctx.crew.publish()
+    jobs = [_attribution_job(number, program, case) for case in evaluation.failed()]
+    results = ctx.crew.run(jobs, lambda attrs: attribute_one(ctx, evaluation, attrs))
+    if cut := next((r["budget"] for r in results.values() if "budget" in r), None):
+        raise BudgetExhausted(cut)
+    return blame_of([Verdict.from_dict(results[job.key]["verdict"]) for job in jobs], ctx.predictors)
+
+
+def attribute_one(ctx: RoundContext, evaluation: EvalResult, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """An attribution job (`_attribution_job`): the verdict on one failed case of `evaluation`."""
+    failed = [case for case in evaluation.failed()
+              if case.case_id == attrs["case"] and case.conversation_key == attrs["conversation"]]
+    if not failed:
+        raise MemtraceError(f"case {attrs['case']} did not fail in this worker's trace of round {attrs['round']}")
+    verdicts = attribute_cases(failed_cases(evaluation, failed, ctx.system), ctx.attribution, lm=ctx.attributor_lm,
+                               config=ctx.attribution_config)
+    return {"verdict": verdicts[0].to_dict(), "worker": ctx.crew.worker if ctx.crew is not None else ""}
+
+
+def shared_job(ctx: RoundContext, number: int, program: dspy.Module, current_val: float,
+               minibatch: Sequence[CaseRef], attrs: Mapping[str, Any], trials: list[RoundTrials]) -> dict[str, Any]:
+    """A job of round `number` run by a worker that does not lead it: an attribution (on its own trace of the
+    minibatch, replayed from the shared memo) or a job of the round's gate chain (`RoundTrials.run_job`, built
+    once into `trials`)."""
+    if attrs.get("job") == "attribute":
+        if number not in ctx.minibatch_runs:
+            ctx.minibatch_runs[number] = ctx.evaluator.evaluate(program, minibatch)
+        return attribute_one(ctx, ctx.minibatch_runs[number], attrs)
+    if not trials:
+        built = round_trials(ctx, number, program, current_val, minibatch)
+        if built is None:
+            raise MemtraceError(f"round {number} has shared jobs but no recorded plan")
+        trials.append(built)
+    return dict(trials[0].run_job(attrs))
 
 
 def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val: float,

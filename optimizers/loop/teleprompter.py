@@ -39,7 +39,7 @@ from typing import Any
 import dspy
 from dspy.teleprompt import Teleprompter
 
-from memtrace_opt.errors import ConfigError, MemtraceError
+from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.usage import UsageTracker
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
 from memtrace_opt.optimizers.evaluation.examples import CaseRef, case_refs
@@ -61,8 +61,8 @@ from memtrace_opt.optimizers.loop.rounds import (
     RoundContext,
     interrupted_round,
     predictor_ops,
-    round_trials,
     run_round,
+    shared_job,
 )
 from memtrace_opt.optimizers.loop.routing import FailureRouting
 from memtrace_opt.optimizers.loop.selection import ModuleSelector, MostBlamed, RoundOutcome
@@ -265,16 +265,11 @@ class MemTraceOptimizer(Teleprompter):
         """Runs round `number`'s shared jobs until `decided()`, or until no live worker leads the round."""
         assert session.crew is not None
         parent = instructions_digest(instructions_of(progress.program))
-        trials: Any = None
+        minibatch = self._minibatch(session.order, number)
+        built: list[Any] = []  # the round's gate chain, once its plan is recorded
 
         def execute(attrs: Any) -> dict[str, Any]:
-            nonlocal trials
-            if trials is None:
-                trials = round_trials(session.ctx, number, progress.program, progress.current_val,
-                                      self._minibatch(session.order, number))
-            if trials is None:
-                raise MemtraceError(f"round {number} has shared jobs but no recorded plan")
-            return dict(trials.run_job(attrs))
+            return shared_job(session.ctx, number, progress.program, progress.current_val, minibatch, attrs, built)
 
         session.crew.follow(f"round-{number}", decided,
                             lambda attrs: attrs.get("round") == number and attrs.get("parent") == parent, execute)

@@ -88,8 +88,10 @@ def test_two_workers_split_the_rounds_and_end_with_the_program_of_one(toy, alone
     assert {t.state for t in jobs} == {TrialState.COMPLETE}
     ran = Counter(pid_of(t.user_attrs["worker"]) for t in jobs)
     assert set(ran) == {p.pid for p in workers.values()}, ran  # both workers ran some
-    split = Counter(t.user_attrs["conversation"].split("@")[0] for t in jobs if "conversation" in t.user_attrs)
+    split = Counter(t.user_attrs["conversation"].split("@")[0] for t in jobs
+                    if t.user_attrs.get("job") in ("baseline", "val") and "conversation" in t.user_attrs)
     assert set(split) == {"toy-a", "toy-b"} and split["toy-a"] == split["toy-b"] > 1  # baseline and validations
+    assert sum(t.user_attrs.get("job") == "attribute" for t in jobs) > 1  # each failure attributed by a job
 
 
 def wait_for_job(storage: str, accept, timeout: float = 120.0) -> optuna.trial.FrozenTrial:
