@@ -119,3 +119,29 @@ def test_local_links_resolve(path: Path) -> None:
 
 def test_readme_is_short():
     assert (ROOT / "README.md").stat().st_size <= README_LIMIT
+
+
+_BUILDS_LLAMA = re.compile(r"pip install\b.*(\[[^\]]*\b(local|serve)\b|llama-cpp-python)")
+
+
+def test_every_shown_llama_cpp_build_uses_the_same_cmake_args():
+    """Each shown command that builds llama.cpp (the local or serve extra, or llama-cpp-python itself) sets the
+    CMAKE_ARGS the code names (no AMX path: docs/engine.md), and CI runs the README's test command verbatim."""
+    from memtrace_opt.lm.embedded import LLAMA_CMAKE_ARGS
+
+    ci = ROOT / ".ci" / "run"
+    lines = [(f".ci/run:{n}", line) for n, line in enumerate(ci.read_text(encoding="utf-8").splitlines(), 1)]
+    for path in DOCS:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            for match in _FENCE.finditer(text):
+                if match.group(1) in ("bash", "sh", "shell"):
+                    first = text[:match.start()].count("\n") + 2
+                    lines += [(f"{path.relative_to(ROOT)}:{first + i}", line)
+                              for i, line in enumerate(match.group(2).splitlines())]
+    builds = [(where, line) for where, line in lines if _BUILDS_LLAMA.search(line) and not line.lstrip().startswith("#")]
+    assert len(builds) >= 4  # the README's two, CI's, the served model's
+    wrong = [where for where, line in builds if shlex.split(line)[0] != f"CMAKE_ARGS={LLAMA_CMAKE_ARGS}"]
+    assert not wrong, f"these do not start with CMAKE_ARGS=\"{LLAMA_CMAKE_ARGS}\": {wrong}"
+    readme_test = next(line for where, line in builds if where.startswith("README.md:") and "pytest" in line)
+    assert readme_test in ci.read_text(encoding="utf-8").splitlines()

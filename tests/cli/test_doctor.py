@@ -55,7 +55,7 @@ def test_missing_llama_cpp_is_reported_with_the_build_command(monkeypatch: pytes
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     report = run_doctor(ModelRoles(), quiet(), check_embedder=False)
     first = report.checks[0]
-    assert first.status == "MISSING" and first.fix.startswith('CMAKE_ARGS="-DLLAVA_BUILD=OFF" pip install')
+    assert first.status == "MISSING" and first.fix.startswith('CMAKE_ARGS="-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS=-U__AMX_INT8__ ')
 
 
 def test_unknown_embedded_choice_fails_cleanly():

@@ -54,7 +54,10 @@ def test_missing_llama_cpp_names_the_install_command(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     with pytest.raises(ModelUnavailable) as info:
         build_lm(ModelSpec(model="embedded"), "task")
-    assert str(info.value).endswith("""install it with: CMAKE_ARGS="-DLLAVA_BUILD=OFF" pip install 'memtrace-opt[local]'""")
+    assert str(info.value).endswith(
+        """install it with: CMAKE_ARGS="-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS=-U__AMX_INT8__ -DCMAKE_CXX_FLAGS=-U__AMX_INT8__" """
+        "pip install 'memtrace-opt[local]'"
+    )
 
 
 class StubLlama:
