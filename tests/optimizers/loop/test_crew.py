@@ -23,7 +23,9 @@ WORKER = Path(__file__).with_name("crew_worker.py")
 
 
 def start(tmp_path: Path, name: str, storage: str | None, *, peers: int = 2, latency: float = 0.05) -> subprocess.Popen:
-    argv = [sys.executable, str(WORKER), str(tmp_path / "toy.json"), str(tmp_path / name), "--latency", str(latency)]
+    # heartbeats every 2 s, a worker silent for 6 s is dead: short for the tests, long enough for a loaded machine
+    argv = [sys.executable, str(WORKER), str(tmp_path / "toy.json"), str(tmp_path / name), "--latency", str(latency),
+            "--heartbeat", "2"]
     if storage is not None:
         argv += ["--storage", storage, "--ready", str(tmp_path / "ready"), "--peers", str(peers)]
     log = (tmp_path / f"{name}.log").open("w")
@@ -137,15 +139,20 @@ def kill_one(toy: Path, storage: str, wish) -> tuple[int, optuna.Study]:
     return victim, check_shared_run(storage, set(pids))[1]
 
 
+def long(trial) -> bool:
+    """A job of several LM calls (a part of a validation or of the baseline): a kill lands mid-job."""
+    return trial.user_attrs.get("job") in ("val", "baseline") and "conversation" in trial.user_attrs
+
+
 def test_a_worker_killed_mid_job_loses_only_that_job(toy, alone):
     storage = f"sqlite:///{toy / 'shared.db'}"
     keys: list[str] = []
 
-    def a_follower_scores_a_candidate(trial, leader):
+    def a_follower_validates_a_candidate(trial, leader):
         keys.append(trial.user_attrs["key"])
-        return trial.user_attrs["key"].startswith("minibatch:") and pid_of(trial.user_attrs["worker"]) != leader
+        return trial.user_attrs["key"].startswith("val:") and long(trial) and pid_of(trial.user_attrs["worker"]) != leader
 
-    victim, crew = kill_one(toy, storage, a_follower_scores_a_candidate)
+    victim, crew = kill_one(toy, storage, a_follower_validates_a_candidate)
     again = [t for t in crew.trials if t.user_attrs.get("key") == keys[-1]]
     assert [t.state for t in again] == [TrialState.FAIL, TrialState.COMPLETE]  # failed by the heartbeat, run again
     assert pid_of(again[1].user_attrs["worker"]) != victim
@@ -153,7 +160,7 @@ def test_a_worker_killed_mid_job_loses_only_that_job(toy, alone):
 
 def test_a_leader_killed_mid_round_is_replaced(toy, alone):
     storage = f"sqlite:///{toy / 'shared.db'}"
-    victim, crew = kill_one(toy, storage, lambda trial, leader: pid_of(trial.user_attrs["worker"]) == leader)
+    victim, crew = kill_one(toy, storage, lambda trial, leader: long(trial) and pid_of(trial.user_attrs["worker"]) == leader)
     leads = [t for t in crew.trials if t.user_attrs.get("kind") == "lead"]
     assert any(t.state == TrialState.FAIL and pid_of(t.user_attrs["worker"]) == victim for t in leads)
     assert any(t.state == TrialState.COMPLETE and pid_of(t.user_attrs["worker"]) != victim for t in leads)
