@@ -45,7 +45,7 @@ from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
 from memtrace_opt.optimizers.loop.budget import BudgetExhausted
 from memtrace_opt.optimizers.loop.study import heartbeat_seconds
 
-__all__ = ["Crew", "Job", "worker_name"]
+__all__ = ["Crew", "Job", "Lead", "worker_name"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,16 @@ class Job:
 
     key: str
     attrs: Mapping[str, Any]
+
+
+@dataclass
+class Lead:
+    """A phase this worker leads; `undecided()` when it stops before deciding it (a budget, a clock)."""
+
+    decided: bool = True
+
+    def undecided(self) -> None:
+        self.decided = False
 
 
 @dataclass
@@ -179,26 +189,28 @@ class Crew:
 
     # leaders --------------------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def lead(self, phase: str) -> Iterator[bool]:
-        """Yields True while this worker leads `phase` (it ends COMPLETE, or FAIL if the block raises), False
-        when another live worker leads it or has finished it."""
+    def lead(self, phase: str) -> Iterator[Lead | None]:
+        """Yields a `Lead` while this worker leads `phase`, None when another live worker leads it or has decided
+        it. The lead ends COMPLETE (the phase is decided), PRUNED (`Lead.undecided`: stopped before deciding, a
+        later run leads it again) or FAIL (the block raised)."""
         self._fail_stale()
         trial_id = self._elect(phase)
         if trial_id is None:
-            yield False
+            yield None
             return
         log.info("%s leads %s", self.worker, phase)
+        lead = Lead()
         try:
-            yield True
+            yield lead
         except BaseException:
             self._end(trial_id, TrialState.FAIL)
             raise
-        self._end(trial_id, TrialState.COMPLETE)
+        self._end(trial_id, TrialState.COMPLETE if lead.decided else TrialState.PRUNED)
 
     def _elect(self, phase: str) -> int | None:
         for _ in range(2):
             trials = sorted((t for t in self._trials("lead") if t.user_attrs.get("phase") == phase
-                             and t.state != TrialState.FAIL), key=lambda t: t.number)
+                             and t.state not in (TrialState.FAIL, TrialState.PRUNED)), key=lambda t: t.number)
             if not trials:
                 self._create(TrialState.WAITING, {"kind": "lead", "phase": phase})
                 continue

@@ -256,9 +256,12 @@ class MemTraceOptimizer(Teleprompter):
                 progress.reason = StopReason(stopped["reason"])
                 progress.interrupted = stopped.get("interrupted")
                 return False
-            with crew.lead(phase) as leading:
-                if leading:
-                    return self._lead_round(session, progress, number)
+            with crew.lead(phase) as lead:
+                if lead is not None:
+                    going = self._lead_round(session, progress, number)
+                    if ledger.get(f"round_done:{number}") is None:
+                        lead.undecided()  # stopped before deciding it: a later run leads it again
+                    return going
             self._follow_round(session, progress, number, decided)
 
     def _follow_round(self, session: _Session, progress: _Progress, number: int, decided: Callable[[], bool]) -> None:
@@ -325,8 +328,8 @@ class MemTraceOptimizer(Teleprompter):
         ledger, ctx, crew = session.ledger, session.ctx, session.crew
         baseline = ledger.get("baseline")
         while baseline is None and crew is not None:  # one worker leads it, every worker runs conversations of it
-            with crew.lead("baseline") as leading:
-                if leading:
+            with crew.lead("baseline") as lead:
+                if lead is not None:
                     baseline = self._measure_baseline(session, memory, val)
                     break
             crew.follow("baseline", lambda: ledger.get("baseline") is not None,

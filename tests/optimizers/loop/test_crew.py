@@ -215,3 +215,24 @@ def test_two_workers_share_a_postgresql_study(toy, alone, postgres_url):
     _, crew = check_shared_run(postgres_url, {p.pid for p in workers.values()})
     ran = Counter(pid_of(t.user_attrs["worker"]) for t in crew.trials if t.user_attrs.get("kind") == "job")
     assert set(ran) == {p.pid for p in workers.values()}, ran
+
+
+def test_a_shared_run_cut_by_its_budget_resumes_with_a_larger_one(tmp_path, planted, examples):
+    """The leader of a round cut short leaves it undecided: a later run with a larger budget leads it again."""
+    from optfixtures import make_models
+
+    from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+
+    def run(budget):
+        settings = LoopSettings.of(rounds=3, candidates=2, minibatch=5, patience=3, budget=budget)
+        opt = MemTraceOptimizer.from_models(make_models()[0], settings=settings, attribution="lineage",
+                                            storage=storage, study_name="cut", shared=True, heartbeat=1)
+        opt.compile(planted, trainset=examples, valset=examples)
+        return opt.result
+
+    first = run(30)
+    assert first.stop_reason == "budget" and not first.rounds and first.interrupted["round"] == 1
+    second = run(None)
+    assert [r.round for r in second.rounds] == [1, 2, 3] and second.rounds[0].accepted
