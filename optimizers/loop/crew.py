@@ -220,6 +220,11 @@ class Crew:
             return int(first._trial_id)
         return None
 
+    def leading(self, phase: str) -> bool:
+        """Whether a live worker leads `phase` now."""
+        self._fail_stale()
+        return any(t.state == TrialState.RUNNING for t in self._trials("lead") if t.user_attrs.get("phase") == phase)
+
     def led(self, phase: str) -> bool:
         """Whether a live worker leads `phase` or has finished it (False: the next to look takes over)."""
         self._fail_stale()

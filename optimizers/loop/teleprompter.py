@@ -242,7 +242,8 @@ class MemTraceOptimizer(Teleprompter):
                 or told(f"stopped:{number}") is not None
 
         while True:
-            if ledger.get(f"round_done:{number}") is not None and (decided() or not crew.led(phase)):
+            # recorded, and its leader is done with it (it writes `next:N` before it lets go): apply it
+            if ledger.get(f"round_done:{number}") is not None and (decided() or not crew.leading(phase)):
                 record = self._resumed_round(session, progress, number)
                 assert record is not None
                 going = self._after(session, progress, record)
