@@ -5,10 +5,11 @@ name) share one optimization. Beside the study (one trial per candidate, `study.
 `NAME~crew`, whose trials are of three kinds (user attribute `kind`):
 
 - `lead`: who decides a phase (`baseline`, `round-N`). A worker becomes the leader by claiming the first
-  WAITING `lead` trial of the phase (Optuna's WAITING -> RUNNING claim is atomic) and holds it RUNNING, with
+  WAITING `lead` trial of the phase (`_claim_waiting`: one conditional UPDATE) and holds it RUNNING, with
   heartbeats, until the phase's outcome is in the study; a leader that dies is failed by the heartbeat and
   the next worker to look takes over (the round resumes from what the study holds).
-- `job`: one evaluation the leader needs (a candidate's local check and minibatch, a validation). The leader
+- `job`: one piece of work the leader needs (a failure's attribution, a candidate's local check and minibatch,
+  one conversation's share of a validation or of the baseline: `conversation_share`). The leader
   enqueues each as a WAITING trial; every worker, the leader too, claims them one at a time, so a job runs
   once. The worker records itself (`worker`: host and pid), runs it, and ends it COMPLETE with its `result`.
   A job whose worker was killed is failed by the heartbeat and enqueued again.
@@ -45,7 +46,7 @@ from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
 from memtrace_opt.optimizers.loop.budget import BudgetExhausted
 from memtrace_opt.optimizers.loop.study import heartbeat_seconds
 
-__all__ = ["Crew", "Job", "Lead", "worker_name"]
+__all__ = ["Crew", "Job", "Lead", "conversation_share", "conversations", "joined_accuracy", "worker_name"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,24 @@ def _claim_waiting(storage: Any, trial_id: int) -> bool:
              .values(state=TrialState.RUNNING, datetime_start=datetime.now()))
     with backend.engine.begin() as connection:
         return connection.execute(claim).rowcount == 1
+
+
+def conversations(cases: Sequence[Any]) -> list[str]:
+    """The conversations of an evaluation's cases, in the order their shares are enqueued."""
+    return sorted({case.conversation_key for case in cases})
+
+
+def conversation_share(evaluator: Any, program: Any, cases: Sequence[Any], conversation: str) -> tuple[Any, dict[str, Any]]:
+    """One conversation's share of an evaluation of `program` on `cases` (a job a worker runs): the result, and
+    its count of `correct` among `cases` (`joined_accuracy` adds the shares up)."""
+    result = evaluator.evaluate(program, [case for case in cases if case.conversation_key == conversation])
+    return result, {"correct": sum(c.correct for c in result.cases), "cases": len(result.cases), "score": result.accuracy}
+
+
+def joined_accuracy(shares: Sequence[Mapping[str, Any]]) -> float:
+    """The accuracy of a whole evaluation from its conversations' shares: what one run over every case gives."""
+    cases = sum(int(share["cases"]) for share in shares)
+    return sum(int(share["correct"]) for share in shares) / cases if cases else 0.0
 
 
 def worker_name() -> str:
@@ -220,16 +239,17 @@ class Crew:
             return int(first._trial_id)
         return None
 
+    def _lead_states(self, phase: str) -> set[TrialState]:
+        self._fail_stale()
+        return {t.state for t in self._trials("lead") if t.user_attrs.get("phase") == phase}
+
     def leading(self, phase: str) -> bool:
         """Whether a live worker leads `phase` now."""
-        self._fail_stale()
-        return any(t.state == TrialState.RUNNING for t in self._trials("lead") if t.user_attrs.get("phase") == phase)
+        return TrialState.RUNNING in self._lead_states(phase)
 
     def led(self, phase: str) -> bool:
-        """Whether a live worker leads `phase` or has finished it (False: the next to look takes over)."""
-        self._fail_stale()
-        return any(t.state in (TrialState.RUNNING, TrialState.COMPLETE)
-                   for t in self._trials("lead") if t.user_attrs.get("phase") == phase)
+        """Whether a live worker leads `phase` or has decided it (False: the next to look takes over)."""
+        return bool(self._lead_states(phase) & {TrialState.RUNNING, TrialState.COMPLETE})
 
     def follow(self, phase: str, done: Callable[[], bool], accept: Callable[[Mapping[str, Any]], bool],
                execute: Callable[[Mapping[str, Any]], dict[str, Any]]) -> bool:

@@ -55,7 +55,7 @@ from memtrace_opt.optimizers.evaluation.qa import MemoryQA, unwrap_memory
 from memtrace_opt.optimizers.evaluation.usage import counting
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
-from memtrace_opt.optimizers.loop.crew import Crew, Job
+from memtrace_opt.optimizers.loop.crew import Crew, Job, conversation_share, conversations, joined_accuracy
 from memtrace_opt.optimizers.loop.records import OptimizationResult, RoundRecord
 from memtrace_opt.optimizers.loop.rounds import (
     RoundContext,
@@ -321,7 +321,7 @@ class MemTraceOptimizer(Teleprompter):
             routing=self.routing, repairs=settings.repairs, scoped_replay=settings.scoped_replay, crew=crew,
         )
         return _Session(study_name, ledger, budget, prior_calls, ctx, order, StopPolicy(settings.patience),
-                        guard(task_lm), crew)
+                        guard(task_lm))
 
     def _baseline(self, session: _Session, memory: Any, val: Sequence[CaseRef]) -> float:
         """The student's valset accuracy (from the study when a run before this one measured it); after it,
@@ -335,7 +335,7 @@ class MemTraceOptimizer(Teleprompter):
                     break
             crew.follow("baseline", lambda: ledger.get("baseline") is not None,
                         lambda attrs: attrs.get("job") == "baseline",
-                        lambda attrs: _baseline_part(session.ctx.evaluator, memory, val, attrs["conversation"]))
+                        lambda attrs: _baseline_share(session.ctx.evaluator, memory, val, attrs["conversation"]))
             baseline = ledger.get("baseline")
         if baseline is None:
             baseline = self._measure_baseline(session, memory, val)
@@ -350,16 +350,15 @@ class MemTraceOptimizer(Teleprompter):
     def _measure_baseline(self, session: _Session, memory: Any, val: Sequence[CaseRef]) -> dict[str, Any]:
         """The student on the valset: its accuracy, and each predictor's op calls (what a validation costs, per
         predictor changed). Workers sharing the study split it by conversation."""
-        conversations = sorted({case.conversation_key for case in val})
-        if session.crew is not None and len(conversations) > 1:
-            jobs = [Job(f"baseline@{key}", {"job": "baseline", "conversation": key}) for key in conversations]
-            parts = list(session.crew.run(jobs, lambda attrs: _baseline_part(session.ctx.evaluator, memory, val,
-                                                                              attrs["conversation"])).values())
-            cases = sum(int(part["cases"]) for part in parts)
-            accuracy = sum(int(part["correct"]) for part in parts) / cases if cases else 0.0
+        parts = conversations(val)
+        if session.crew is not None and len(parts) > 1:
+            jobs = [Job(f"baseline@{key}", {"job": "baseline", "conversation": key}) for key in parts]
+            shares = list(session.crew.run(jobs, lambda attrs: _baseline_share(session.ctx.evaluator, memory, val,
+                                                                                attrs["conversation"])).values())
+            accuracy = joined_accuracy(shares)
             ops: Counter[str] = Counter()
-            for part in parts:
-                ops.update(part["ops"])
+            for share in shares:
+                ops.update(share["ops"])
             val_ops = dict(ops)
         else:
             result = session.ctx.evaluator.evaluate(memory, val)
@@ -437,11 +436,10 @@ class MemTraceOptimizer(Teleprompter):
         return optimized
 
 
-def _baseline_part(evaluator: CachedEvaluator, memory: Any, val: Sequence[CaseRef], conversation: str) -> dict[str, Any]:
+def _baseline_share(evaluator: CachedEvaluator, memory: Any, val: Sequence[CaseRef], conversation: str) -> dict[str, Any]:
     """The student on the valset questions of one conversation (a worker's share of the baseline)."""
-    result = evaluator.evaluate(memory, [case for case in val if case.conversation_key == conversation])
-    return {"correct": sum(c.correct for c in result.cases), "cases": len(result.cases), "ops": predictor_ops(result),
-            "score": result.accuracy}
+    result, share = conversation_share(evaluator, memory, val, conversation)
+    return {**share, "ops": predictor_ops(result)}
 
 
 @dataclass
@@ -457,8 +455,11 @@ class _Session:
     order: list[CaseRef]
     stop: StopPolicy
     guarded_task_lm: Any
-    crew: Crew | None = None
     joined: float = field(default_factory=time.time)  # when this worker joined (a leader's word binds it after)
+
+    @property
+    def crew(self) -> Crew | None:
+        return self.ctx.crew
 
     def calls_total(self) -> int:
         return self.prior_calls + self.budget.spent()

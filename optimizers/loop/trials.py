@@ -26,7 +26,13 @@ from memtrace_opt.optimizers.gates.decision import Decision, Status
 from memtrace_opt.optimizers.gates.local_check import LocalCase, LocalCheckGate
 from memtrace_opt.optimizers.gates.minibatch import MinibatchGate
 from memtrace_opt.optimizers.gates.validation import ValidationGate
-from memtrace_opt.optimizers.loop.crew import Job, worker_name
+from memtrace_opt.optimizers.loop.crew import (
+    Job,
+    conversation_share,
+    conversations,
+    joined_accuracy,
+    worker_name,
+)
 from memtrace_opt.optimizers.loop.plan import RoundPlan, calls_to_rerun
 from memtrace_opt.optimizers.loop.records import CandidateRecord
 from memtrace_opt.optimizers.loop.study import TrialHandle
@@ -227,10 +233,8 @@ class RoundTrials:
         if part is None:  # the whole valset
             val, _, replayed = self.validation_gate.run_recorded(self.program, candidate)  # the leader decides
             return {"val_score": val, "score": val, "replayed": replayed.to_dict(), "worker": worker}
-        cases = [case for case in self.ctx.valset if case.conversation_key == part]
-        result = self.ctx.evaluator.evaluate(candidate.apply(self.program), cases)
-        return {"correct": sum(c.correct for c in result.cases), "cases": len(result.cases), "worker": worker,
-                "replayed": replayed_ops(result, "full").to_dict(), "score": result.accuracy}
+        result, share = conversation_share(self.ctx.evaluator, candidate.apply(self.program), self.ctx.valset, part)
+        return {**share, "worker": worker, "replayed": replayed_ops(result, "full").to_dict()}
 
     def _shared_minibatches(self) -> dict[str, dict[str, Any]]:
         """The candidates not evaluated yet, through the other workers too; as many as the calls left carry."""
@@ -248,12 +252,11 @@ class RoundTrials:
 
     def _val_jobs(self, indices: Sequence[int], key: str) -> list[Job]:
         """A validation as shared jobs: one per valset conversation, so that the workers split it."""
-        conversations = sorted({case.conversation_key for case in self.ctx.valset})
+        parts = conversations(self.ctx.valset)
         job = self._job("val", indices, key)
-        if len(conversations) < 2:
+        if len(parts) < 2:
             return [job]
-        return [Job(f"{job.key}@{conversation}", {**job.attrs, "conversation": conversation})
-                for conversation in conversations]
+        return [Job(f"{job.key}@{conversation}", {**job.attrs, "conversation": conversation}) for conversation in parts]
 
     def _joined(self, key: str, results: Mapping[str, dict[str, Any]]) -> dict[str, Any] | None:
         """A validation's result from the results of its jobs (`_val_jobs`); None when some are missing."""
@@ -265,7 +268,6 @@ class RoundTrials:
             return None
         if cut := next((part for part in parts if "budget" in part), None):
             return cut
-        cases = sum(int(part["cases"]) for part in parts)
         by_op: dict[str, int] = {}
         rerun: dict[str, list[str]] = {}
         for part in parts:
@@ -273,8 +275,7 @@ class RoundTrials:
                 by_op[op] = by_op.get(op, 0) + count
             rerun.update(part["replayed"]["rerun"])
         replayed = ReplayedOps("full", dict(sorted(by_op.items())), rerun, sum(p["replayed"]["served"] for p in parts))
-        return {"val_score": sum(int(part["correct"]) for part in parts) / cases if cases else 0.0,
-                "replayed": replayed.to_dict(), "worker": ",".join(sorted({str(p["worker"]) for p in parts}))}
+        return {"val_score": joined_accuracy(parts), "replayed": replayed.to_dict(), "worker": ",".join(sorted({str(p["worker"]) for p in parts}))}
 
     def _shared_validations(self, wanted: Sequence[Trial], pair: tuple[Trial, Trial] | None) -> None:
         """The validations the choice needs first (`wanted`, and the rewrite with the demos of `pair`), run at
