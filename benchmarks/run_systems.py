@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", default="1-3")
     parser.add_argument("--samples", default=None, help="comma-separated conversation (LongMemEval question) ids")
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--categories", default=None, help="comma-separated question categories to keep (e.g. 1,2,3,4)")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--lm", default="embedded")
     parser.add_argument("--no-judge", action="store_true")
@@ -44,8 +45,9 @@ def main(argv: list[str] | None = None) -> int:
 
     roles = ModelRoles(task=ModelSpec(model=args.lm, extra={"cache": False} if args.no_cache else {}))
     samples = tuple(s for s in args.samples.split(",") if s) if args.samples else None
+    categories = tuple(c for c in args.categories.split(",") if c) if args.categories else None
     data_slice = DataSlice(sample_ids=samples, sessions=parse_sessions(args.sessions) if args.sessions else None,
-                           limit=args.limit)
+                           categories=categories, limit=args.limit)
     rows = []
     for system in args.systems.split(","):
         models = Models.from_roles(roles)

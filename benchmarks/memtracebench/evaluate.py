@@ -159,23 +159,31 @@ def score_verdicts(method: str, cases: Sequence[BenchCase], verdicts: Sequence[V
 
 def bench_replay_provider(root: str | Path, cases: Sequence[BenchCase], task_lm: Any = None
                           ) -> Callable[[FailedCase], Any]:
-    """A replay provider for the counterfactual method on a bench: each case's program rebuilt from the
-    manifest's request (system and its settings), its conversation reloaded from the recorded data spec and
-    slice, its graph as the record, and for an injected case the injected fault forced again (the record was
-    made with it). Programs and conversations load once, on first use; None for a case whose conversation
-    cannot be found (the method then keeps graphtrace's verdict, unconfirmed)."""
+    """A replay provider for the counterfactual method on a bench: each case's program rebuilt from its replay
+    request (system and its settings), its conversation reloaded from the recorded data spec and slice, its
+    graph as the record, and for an injected case the injected fault forced again (the record was made with
+    it). A case imported from a run (`...:human:RUN`) replays with that run's request, kept in the manifest's
+    `imports`, so one split can mix systems and datasets; any other case with the manifest's `request`.
+    Programs and conversations load once, on first use; None for a case whose conversation cannot be found
+    (the method then keeps graphtrace's verdict, unconfirmed)."""
     from memtrace_opt.attribution.counterfactual import ReplayContext
 
     root = Path(root)
     manifest_path = root / "manifest.json"
     try:
-        request = json.loads(manifest_path.read_text(encoding="utf-8")).get("request") or {}
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
         raise MemtraceError(f"{manifest_path}: cannot read the bench manifest ({error}); cannot replay") from error
+    default = manifest.get("request") or {}
+    by_run = {str(i.get("run")): i["request"] for i in manifest.get("imports") or [] if i.get("request")}
     by_id = {c.case_id: c for c in cases}
     programs: dict[str, Any] = {}
-    conversations: dict[str, Any] = {}
+    conversations: dict[str, dict[str, Any]] = {}
     lock = threading.Lock()
+
+    def request_of(case_id: str) -> dict[str, Any]:
+        head, marker, run = case_id.rpartition(":human:")
+        return by_run.get(run, default) if marker and head else default
 
     def provide(case: FailedCase) -> Any:
         from memtrace_opt.attribution.runs import recorded_conversations
@@ -185,17 +193,22 @@ def bench_replay_provider(root: str | Path, cases: Sequence[BenchCase], task_lm:
         system = case.system or (bench_case.system if bench_case else "")
         if not system:
             return None
+        request = request_of(case.case_id)
+        data = str(request.get("data") or "sample")
+        settings = dict((request.get("settings") or {}).get(system) or {})
+        data_key = json.dumps([data, request.get("slice")], sort_keys=True)
+        program_key = json.dumps([system, settings], sort_keys=True, default=str)
         with lock:
-            if not conversations:
-                conversations.update(recorded_conversations(str(request.get("data") or "sample"), request.get("slice")))
-            if system not in programs:
-                programs[system] = make_program(system, dict((request.get("settings") or {}).get(system) or {}))
-        conversation = conversations.get(case.sample_id or "")
+            if data_key not in conversations:
+                conversations[data_key] = dict(recorded_conversations(data, request.get("slice")))
+            if program_key not in programs:
+                programs[program_key] = make_program(system, settings)
+        conversation = conversations[data_key].get(case.sample_id or "")
         if conversation is None:
             return None
         injection = bench_case.injection if bench_case is not None else None
         forced = {injection.seq: injection.forced} if injection is not None else {}
-        return ReplayContext(program=programs[system], conversation=conversation, lm=task_lm, forced=forced)
+        return ReplayContext(program=programs[program_key], conversation=conversation, lm=task_lm, forced=forced)
 
     return provide
 

@@ -121,11 +121,13 @@ def _write(out: Path, cases: list[BenchCase], run: Any, system: str) -> dict[str
     plain = write_cases(out, cases)
     path = out / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    if not manifest.get("request"):  # a bench made by importing: the first run says how to replay its cases
-        manifest["request"] = _request(run, system)
+    request = _request(run, system)
+    if not manifest.get("request"):  # a bench made by importing: the first run is the default replay request
+        manifest["request"] = request
     imports = [i for i in manifest.get("imports") or [] if i.get("run") != run.name]
     manifest.update({"schema_version": BENCH_SCHEMA_VERSION, "kind": "memtracebench", "cases": len(cases),
                      "counts": plain, "imports": [*imports, {"run": run.name, "system": system,
-                                                             "data": (run.config.get("data") or {}).get("spec")}]})
+                                                             "data": (run.config.get("data") or {}).get("spec"),
+                                                             "request": request}]})
     path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return plain

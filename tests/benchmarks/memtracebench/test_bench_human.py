@@ -60,7 +60,7 @@ def test_import_adds_the_labelled_cases_with_their_graphs(labelled_run: Path, tm
     assert deleted.gold and deleted.prediction and deleted.evidence
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["counts"]["mem0"] == {"human/DeletionError": 1, "human/GoldError": 1, "human/RetrievalError": 1}
-    assert manifest["imports"] == [{"run": "run", "system": "mem0", "data": manifest["imports"][0]["data"]}]
+    assert [{k: i[k] for k in ("run", "system")} for i in manifest["imports"]] == [{"run": "run", "system": "mem0"}]
 
     again = import_labels(labelled_run, labelled_run / "labels.jsonl", out)  # the same run again: relabelled
     assert (again.added, again.replaced, again.cases) == (0, 3, 3)
@@ -160,3 +160,25 @@ def test_eval_scores_lineage_on_human_labels_only_when_asked(labelled_run: Path,
     scores = eval_bench(out, ["blame_response"], config=config, reference=True)
     assert [(s.method, s.reference) for s in scores] == [("blame_response", False), ("lineage", True)]
     assert scores[1].overall.n == 3
+
+
+def test_a_split_mixing_runs_replays_each_case_with_its_own_runs_request(labelled_run: Path, tmp_path: Path) -> None:
+    from memtrace_opt.attribution import FailedCase
+    from memtrace_opt.benchmarks.memtracebench.evaluate import bench_replay_provider
+
+    out = tmp_path / "bench"
+    import_labels(labelled_run, labelled_run / "labels.jsonl", out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["imports"][0]["request"] == manifest["request"]  # each import keeps how to replay its cases
+    # a second run of another system with other settings, imported into the same split
+    manifest["request"] = {"systems": ["mem0"], "data": "sample", "settings": {"mem0": {}}}
+    manifest["imports"].append({"run": "other", "system": "rag", "data": "sample",
+                                "request": {"systems": ["rag"], "data": "sample", "settings": {"rag": {"top_k": 2}}}})
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    provide = bench_replay_provider(out, [])
+    theirs = provide(FailedCase(human_case_id("rag", "q1", "other"), {"question_id": "q1", "question": "?"},
+                                "g", "p", system="rag", sample_id="sample-1"))
+    default = provide(FailedCase("mem0:q2:injected", {"question_id": "q2", "question": "?"}, "g", "p",
+                                 system="mem0", sample_id="sample-1"))
+    assert theirs.program.config.top_k == 2 and theirs.conversation.sample_id == "sample-1"
+    assert type(default.program).__name__ != type(theirs.program).__name__
