@@ -86,6 +86,7 @@ def import_labels(run_dir: str | Path, labels_path: str | Path, out: str | Path)
     checked = _checked(run, labels_path)
     if not checked:
         raise MemtraceError(f"{labels_path}: no labels to import")
+    _refuse_name_clash(run, out)
     existing: list[BenchCase] = []
     if (out / CASES_FILE).is_file():
         from memtrace_opt.benchmarks.memtracebench.evaluate import load_bench
@@ -115,6 +116,20 @@ def import_labels(run_dir: str | Path, labels_path: str | Path, out: str | Path)
     counts = _write(out, cases, run, new[0].system)
     log.info("imported %d labels of %s into %s", len(new), run.root, out)
     return ImportSummary(out, len(new) - replaced, replaced, len(cases), counts)
+
+
+def _refuse_name_clash(run: Any, out: Path) -> None:
+    """Cases are named after their run (`...:human:RUN`) and replayed with its request, so two different runs
+    under one directory name cannot share a bench: MemtraceError when the bench already imported a run of that
+    name with another data slice or program (importing the same run again relabels it)."""
+    path = out / "manifest.json"
+    if not path.is_file():
+        return
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    for entry in manifest.get("imports") or []:
+        if entry.get("run") == run.name and entry.get("request") not in (None, _request(run, entry.get("system"))):
+            raise MemtraceError(f"{out}: it already holds a run named {run.name!r} with other data or settings; "
+                                "give this run directory another name before importing it")
 
 
 def _write(out: Path, cases: list[BenchCase], run: Any, system: str) -> dict[str, dict[str, int]]:

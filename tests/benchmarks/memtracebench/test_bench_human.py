@@ -182,3 +182,18 @@ def test_a_split_mixing_runs_replays_each_case_with_its_own_runs_request(labelle
                                  system="mem0", sample_id="sample-1"))
     assert theirs.program.config.top_k == 2 and theirs.conversation.sample_id == "sample-1"
     assert type(default.program).__name__ != type(theirs.program).__name__
+
+
+def test_a_different_run_under_a_name_the_bench_holds_is_refused(labelled_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    import_labels(labelled_run, labelled_run / "labels.jsonl", out)
+    other = write_demo_run(tmp_path / "elsewhere" / "run")  # same directory name, another program setting
+    config = other / "config.yaml"
+    config.write_text(config.read_text().replace("top_k: 10", "top_k: 3"))
+    run = load_run(other)
+    append_label(other, make_label(run, {"case_id": RESPONSE, "error_type": "GoldError"}, by="tester"))
+    before = (out / "cases.jsonl").read_text()
+    with pytest.raises(MemtraceError, match="already holds a run named 'run' with other data or settings"):
+        import_labels(other, other / "labels.jsonl", out)
+    assert (out / "cases.jsonl").read_text() == before
+    import_labels(labelled_run, labelled_run / "labels.jsonl", out)  # the same run again still relabels
