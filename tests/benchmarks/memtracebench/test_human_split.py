@@ -1,0 +1,57 @@
+"""The human-labelled split kept in the repository: natural failures of the embedded model, labelled by reading
+their traces (docs/labelling.md). Its labels must stay loadable, checkable against their graphs and replayable."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from memtrace_opt.attribution import ERROR_TYPES, GOLD, GraphView, load_case_graph
+from memtrace_opt.benchmarks.memtracebench import load_bench
+from memtrace_opt.benchmarks.memtracebench.human import human_case_id
+
+SPLIT = Path(__file__).resolve().parents[3] / "benchmarks" / "memtracebench" / "splits" / "human"
+SYSTEMS = ("long_context", "rag", "mem0", "evermemos")
+
+
+@pytest.fixture(scope="module")
+def split() -> tuple[Path, list]:
+    return load_bench(SPLIT)
+
+
+def test_the_split_has_twelve_human_labels_per_system_from_both_datasets(split: tuple[Path, list]) -> None:
+    _, cases = split
+    assert len(cases) >= 48 and {c.label.source for c in cases} == {"human"}
+    per_system = Counter(c.system for c in cases)
+    assert all(per_system[s] >= 12 for s in SYSTEMS), per_system
+    assert {c.dataset for c in cases} == {"locomo", "longmemeval"}
+    assert len({c.case_id for c in cases}) == len(cases)
+
+
+def test_every_label_names_ops_of_its_graph_with_a_rationale(split: tuple[Path, list]) -> None:
+    root, cases = split
+    for case in cases:
+        label = case.label
+        assert label.error_type in ERROR_TYPES and label.rationale and label.by and label.at, case.case_id
+        if label.error_type == GOLD:
+            assert label.ops == () and label.op_id is None, case.case_id
+            continue
+        view = GraphView(load_case_graph(root / case.graph))
+        assert label.ops and label.op_id == label.ops[0], case.case_id
+        for op in label.ops:
+            assert view.is_op(op), f"{case.case_id}: {op} is not an op of its graph"
+        assert view.op_name(label.op_id) == label.op and label.op.startswith(case.system + "."), case.case_id
+
+
+def test_every_case_replays_with_the_request_of_its_run(split: tuple[Path, list]) -> None:
+    root, cases = split
+    manifest = json.loads((root / "manifest.json").read_text())
+    requests = {i["run"]: i["request"] for i in manifest["imports"]}
+    for case in cases:
+        run = case.case_id.rpartition(":human:")[2]
+        assert case.case_id == human_case_id(case.system, case.question_id, run)
+        request = requests[run]
+        assert request["systems"] == [case.system] and request["data"] == case.dataset, case.case_id
