@@ -182,7 +182,10 @@ def analyze(view: GraphView, question_id: str, evidence: Evidence, needed: Neede
     # 2. version chains: does a unit that held it still hold it at question time?
     evidence_units = _evidence_units(view, evidence)
     transitions, live = _chains(view, formed, question_seq, holds)
-    unit_losses, unit_changes = _changes(view, evidence_units | {view.unit_id(n) for n in formed}, question_seq, holds)
+    # an op that ran before the evidence was first processed cannot have lost it: changes start there
+    said = min((view.seq(op) for op in consumers), default=-1)
+    unit_losses, unit_changes = _changes(view, evidence_units | {view.unit_id(n) for n in formed}, question_seq, holds,
+                                         said)
 
     # 3. read path
     retrieved: list[str] = []
@@ -356,15 +359,17 @@ def _chains(view: GraphView, formed: set[str], question_seq: int, holds) -> tupl
 
 
 def _changes(
-    view: GraphView, units: set[str], question_seq: int, holds
+    view: GraphView, units: set[str], question_seq: int, holds, said: int = -1
 ) -> tuple[list[Transition], list[Transition]]:
-    """Updates/deletes of these units before the question, earliest first: (those that lost the needed
-    information, the others)."""
+    """Updates/deletes of these units after the evidence was first processed (`said`, the seq of its first
+    consumer) and before the question, earliest first: (those that lost the needed information, the others).
+    A unit formed from a window that holds an evidence turn may have changed before that turn was said; such
+    a change cannot have lost it."""
     changes: list[Transition] = []
     for unit in sorted(units):
         chain = [n for n in view.units.get(unit, []) if view.written_at(n) < question_seq]
         for before, after in zip(chain, chain[1:], strict=False):
-            if view.producers(after):
+            if view.producers(after) and view.written_at(after) > said:
                 changes.append(_transition(view, before, after))
     lost = [c for c in changes if holds(view.parts(c.before)) and (c.deleted or not holds(view.parts(c.after)))]
     rest = [c for c in changes if c not in lost]

@@ -55,3 +55,28 @@ def test_every_case_replays_with_the_request_of_its_run(split: tuple[Path, list]
         assert case.case_id == human_case_id(case.system, case.question_id, run)
         request = requests[run]
         assert request["systems"] == [case.system] and request["data"] == case.dataset, case.case_id
+
+
+def test_no_suspect_changed_a_memory_before_the_evidence_was_said(split: tuple[Path, list]) -> None:
+    """Causality: an op that ran before the first op to read an evidence turn cannot have lost that turn's
+    information. Mem0 windows make a unit's later versions descend from evidence turns, and its earlier
+    changes were once asked about first (the snakes of conv-48 blamed on the decision of an earlier window)."""
+    from memtrace_opt.attribution import AttributionConfig
+    from memtrace_opt.attribution.graphtrace import candidates
+    from memtrace_opt.attribution.lineage import open_case
+
+    root, cases = split
+    checked = 0
+    for case in cases:
+        view, flow = open_case(case.failed_case(root), load_case_graph(root / case.graph), AttributionConfig(), "t")
+        said = min((view.seq(op) for op in flow.consumers), default=-1)
+        for change in flow.unit_changes + flow.unit_losses:
+            assert view.written_at(change.after) > said, (case.case_id, change)
+        for candidate in candidates(view, flow):
+            if candidate.error_type in ("UpdateError", "DeletionError") and flow.consumers:
+                assert view.seq(candidate.op) > said, (case.case_id, candidate)
+                checked += 1
+    assert checked >= 10
+    snakes = next(c for c in cases if c.case_id.startswith("mem0:conv-48:q15:"))
+    view, flow = open_case(snakes.failed_case(root), load_case_graph(root / snakes.graph), AttributionConfig(), "t")
+    assert candidates(view, flow)[0].op == "op:26"  # the decision that dropped the extracted snakes
