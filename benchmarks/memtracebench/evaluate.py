@@ -167,6 +167,7 @@ def bench_replay_provider(root: str | Path, cases: Sequence[BenchCase], task_lm:
     Programs and conversations load once, on first use; None for a case whose conversation cannot be found
     (the method then keeps graphtrace's verdict, unconfirmed)."""
     from memtrace_opt.attribution.counterfactual import ReplayContext
+    from memtrace_opt.benchmarks.memtracebench.human import human_run
 
     root = Path(root)
     manifest_path = root / "manifest.json"
@@ -181,10 +182,6 @@ def bench_replay_provider(root: str | Path, cases: Sequence[BenchCase], task_lm:
     conversations: dict[str, dict[str, Any]] = {}
     lock = threading.Lock()
 
-    def request_of(case_id: str) -> dict[str, Any]:
-        head, marker, run = case_id.rpartition(":human:")
-        return by_run.get(run, default) if marker and head else default
-
     def provide(case: FailedCase) -> Any:
         from memtrace_opt.attribution.runs import recorded_conversations
         from memtrace_opt.programs import make_program
@@ -193,7 +190,8 @@ def bench_replay_provider(root: str | Path, cases: Sequence[BenchCase], task_lm:
         system = case.system or (bench_case.system if bench_case else "")
         if not system:
             return None
-        request = request_of(case.case_id)
+        run = human_run(case.case_id)
+        request = by_run.get(run, default) if run is not None else default
         data = str(request.get("data") or "sample")
         settings = dict((request.get("settings") or {}).get(system) or {})
         data_key = json.dumps([data, request.get("slice")], sort_keys=True)

@@ -22,7 +22,7 @@ from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, B
 from memtrace_opt.benchmarks.memtracebench.build import CASES_FILE, _safe, write_cases
 from memtrace_opt.errors import MemtraceError
 
-__all__ = ["ImportSummary", "import_labels", "human_case_id"]
+__all__ = ["ImportSummary", "import_labels", "human_case_id", "human_run"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,12 @@ class ImportSummary:
 def human_case_id(system: str, question_id: str, run_name: str) -> str:
     """`{system}:{question_id}:human:{run}`: the same question failed by two runs gives two cases."""
     return f"{system}:{question_id}:human:{run_name}"
+
+
+def human_run(case_id: str) -> str | None:
+    """The run a `human_case_id` was imported from; None for any other case id."""
+    head, marker, run = case_id.rpartition(":human:")
+    return run if marker and head else None
 
 
 def _checked(run: Any, labels_path: Path) -> list[tuple[dict[str, Any], Label]]:
@@ -86,7 +92,9 @@ def import_labels(run_dir: str | Path, labels_path: str | Path, out: str | Path)
     checked = _checked(run, labels_path)
     if not checked:
         raise MemtraceError(f"{labels_path}: no labels to import")
-    _refuse_name_clash(run, out)
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
+    _refuse_name_clash(run, manifest, out)
     existing: list[BenchCase] = []
     if (out / CASES_FILE).is_file():
         from memtrace_opt.benchmarks.memtracebench.evaluate import load_bench
@@ -113,29 +121,24 @@ def import_labels(run_dir: str | Path, labels_path: str | Path, out: str | Path)
     by_id = {c.case_id: c for c in new}
     replaced = sum(c.case_id in by_id for c in existing)
     cases = [by_id.pop(c.case_id, c) for c in existing] + list(by_id.values())
-    counts = _write(out, cases, run, new[0].system)
+    counts = _write(out, manifest, cases, run, new[0].system)
     log.info("imported %d labels of %s into %s", len(new), run.root, out)
     return ImportSummary(out, len(new) - replaced, replaced, len(cases), counts)
 
 
-def _refuse_name_clash(run: Any, out: Path) -> None:
+def _refuse_name_clash(run: Any, manifest: dict[str, Any], out: Path) -> None:
     """Cases are named after their run (`...:human:RUN`) and replayed with its request, so two different runs
-    under one directory name cannot share a bench: MemtraceError when the bench already imported a run of that
-    name with another data slice or program (importing the same run again relabels it)."""
-    path = out / "manifest.json"
-    if not path.is_file():
-        return
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    under one directory name cannot share a bench: MemtraceError when the bench (its `manifest`) already imported
+    a run of that name with another data slice or program (importing the same run again relabels it)."""
     for entry in manifest.get("imports") or []:
         if entry.get("run") == run.name and entry.get("request") not in (None, _request(run, entry.get("system"))):
             raise MemtraceError(f"{out}: it already holds a run named {run.name!r} with other data or settings; "
                                 "give this run directory another name before importing it")
 
 
-def _write(out: Path, cases: list[BenchCase], run: Any, system: str) -> dict[str, dict[str, int]]:
+def _write(out: Path, manifest: dict[str, Any], cases: list[BenchCase], run: Any, system: str) -> dict[str, dict[str, int]]:
     plain = write_cases(out, cases)
     path = out / "manifest.json"
-    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     request = _request(run, system)
     if not manifest.get("request"):  # a bench made by importing: the first run is the default replay request
         manifest["request"] = request

@@ -359,7 +359,7 @@ def _chains(view: GraphView, formed: set[str], question_seq: int, holds) -> tupl
 
 
 def _changes(
-    view: GraphView, units: set[str], question_seq: int, holds, said: int = -1
+    view: GraphView, units: set[str], question_seq: int, holds, said: int
 ) -> tuple[list[Transition], list[Transition]]:
     """Updates/deletes of these units after the evidence was first processed (`said`, the seq of its first
     consumer) and before the question, earliest first: (those that lost the needed information, the others).

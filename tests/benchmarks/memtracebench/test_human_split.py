@@ -11,7 +11,7 @@ import pytest
 
 from memtrace_opt.attribution import ERROR_TYPES, GOLD, GraphView, load_case_graph
 from memtrace_opt.benchmarks.memtracebench import load_bench
-from memtrace_opt.benchmarks.memtracebench.human import human_case_id
+from memtrace_opt.benchmarks.memtracebench.human import human_case_id, human_run
 
 SPLIT = Path(__file__).resolve().parents[3] / "benchmarks" / "memtracebench" / "splits" / "human"
 SYSTEMS = ("long_context", "rag", "mem0", "evermemos")
@@ -51,8 +51,8 @@ def test_every_case_replays_with_the_request_of_its_run(split: tuple[Path, list]
     manifest = json.loads((root / "manifest.json").read_text())
     requests = {i["run"]: i["request"] for i in manifest["imports"]}
     for case in cases:
-        run = case.case_id.rpartition(":human:")[2]
-        assert case.case_id == human_case_id(case.system, case.question_id, run)
+        run = human_run(case.case_id)
+        assert run is not None and case.case_id == human_case_id(case.system, case.question_id, run)
         request = requests[run]
         assert request["systems"] == [case.system] and request["data"] == case.dataset, case.case_id
 
