@@ -7,7 +7,8 @@ others never seen during optimization, with the embedded model (or any model giv
 
 For each system: held-out accuracy before and after, LM calls and calls to reach the best, tokens and wall
 time per optimizer at the same LM-call budget (one `memtrace compare` per system). Writes one directory per
-system (compare.md / compare.json / compare.png) and bench.md with every table. The target of the issue:
+system (compare.md / compare.json / compare.png) and bench.md with every table; each row is saved as it
+finishes, and `--resume` runs only the optimizers a system's compare.json has no row for. The target of the issue:
 >= +10 points held-out and above GEPA and MIPROv2 at equal budget.
 """
 
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="our loop without the diagnosed patterns' rules in the proposal slots (ablation)")
     parser.add_argument("--no-local-check", action="store_true",
                         help="our loop without the local check of candidates on the blamed calls (ablation)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep each system's finished rows (its compare.json, same setting) and run only the rest")
     parser.add_argument("--out", type=Path, default=Path("bench-optimize"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -87,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                                  compact_demos=not args.full_demos, pattern_rules=not args.no_pattern_rules,
                                  validate_ties=args.validate_ties,
                                  min_val_gain=args.min_val_gain, min_val_questions=args.min_val_questions),
-            seed=args.seed,
+            seed=args.seed, resume=args.resume,
         )
         summary = compare_optimizers(request, on_row=lambda row: print(row.to_dict(), flush=True))
         tables.append(summary.markdown(f"{system} ({time.time() - started:.0f} s)"))

@@ -195,6 +195,7 @@ def compare_command(
     judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output directory.")] = None,  # noqa: UP045
     seed: Annotated[int, typer.Option(help="Seed for splits and minibatches.")] = 0,
+    resume: Annotated[bool, typer.Option("--resume", help="Keep the rows of --out's compare.json written by this same comparison; run only the optimizers with none.")] = False,
     *,
     roles: ModelRoles,
     config: Path | None,
@@ -228,6 +229,7 @@ def compare_command(
         optimizers=parse_optimizers(optimizers), budget=budget, time_budget=time_budget, attribution=attribution,
         judge=judge, program_settings=validate_program_settings(system, cfg.get("settings")), seed=seed,
         loop=LoopSettings.of(**_loop_values(dict(cfg.get("optimize") or {}), loop, COMPARE_OWN), seed=seed),
+        resume=resume,
     )
     out_console = console()
 

@@ -13,6 +13,12 @@ paired bootstrap interval of the change and an exact sign test (`paired.py`; on 
 against LM calls) and each optimizer's program under programs/<optimizer>.json (`load_optimized` or
 `memtrace run --program` loads it).
 
+compare.json is rewritten after each optimizer, so a crash keeps the finished rows. With `resume`, a comparison
+whose compare.json was written with the same system, data, splits, budgets, loop settings, models and metric
+keeps those rows and runs only the optimizers that have none (or ended in an error). The warm-up's LM replies are
+kept in a disk cache (DSPy's own where the task LM uses it, else `lm-cache/` beside compare.json), so a resumed
+run memorizes the conversations again from it instead of the model, with the same DSPy traces.
+
 Optimizer names: memtrace (our loop with `attribution`), blame_response (our loop, every failure blamed on the
 answer op: optimizing without attribution), the ablations of our loop that differ only in how a round's
 predictor is chosen or whether repairs are used: memtrace_roundrobin (the predictors in program order, GEPA's
@@ -23,10 +29,12 @@ simba, bootstrap, gepa_attributed.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +90,7 @@ class CompareRequest(SplitRequest):
     judge: bool = False
     program_settings: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
+    resume: bool = False  # keep the rows of an earlier compare.json written by the same comparison
 
 
 @dataclass
@@ -118,6 +127,17 @@ class CompareRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "delta": self.delta, "paired": self.paired.to_dict() if self.paired else None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompareRow:
+        """A row as `to_dict` wrote it (compare.json's `rows`)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        paired, answers = values.pop("paired", None), values.pop("answers", None)
+        return cls(**values,
+                   paired=PairedDelta(**{**paired, "fixed": tuple(paired["fixed"]), "broken": tuple(paired["broken"])})
+                   if paired else None,
+                   answers=AnswerShape(**answers) if answers else None)
 
 
 @dataclass(frozen=True)
@@ -225,10 +245,9 @@ def ablation(name: str, order: Sequence[str]) -> dict[str, Any]:
     return {}
 
 
-def _write_tables(out: Path, request: CompareRequest, splits: Any, metric: AnswerMetric, baseline: float,
-                  rows: Sequence[CompareRow], test_questions: int) -> None:
-    """compare.json and compare.md with the rows so far."""
-    write_json(out / "compare.json", {
+def _setting(request: CompareRequest, splits: Any, metric: AnswerMetric) -> dict[str, Any]:
+    """What makes two comparisons' rows comparable: compare.json's head, as JSON reads it back."""
+    return json.loads(json.dumps({
         "schema_version": 2,  # 2: `loop` by the knobs' names (the flags'), flat
         "system": request.system,
         "data": request.data,
@@ -238,12 +257,53 @@ def _write_tables(out: Path, request: CompareRequest, splits: Any, metric: Answe
         "loop": request.loop.to_dict(),  # our loop's settings (the budget and clock above replace its own)
         "metric": metric.name,
         "models": request.roles.to_dict(),
-        "baseline_accuracy": baseline,
-        "rows": [row.to_dict() for row in rows],
-    })
+    }, default=str))
+
+
+def _write_tables(out: Path, setting: dict[str, Any], title: str, baseline: float, rows: Sequence[CompareRow],
+                  test_questions: int) -> None:
+    """compare.json and compare.md with the rows so far."""
+    write_json(out / "compare.json", {**setting, "baseline_accuracy": baseline, "rows": [row.to_dict() for row in rows]})
     summary = CompareSummary(out, list(rows), baseline, test_questions)
-    (out / "compare.md").write_text(summary.markdown(f"{request.system} on {request.data}, budget {request.budget}"),
-                                    encoding="utf-8")
+    (out / "compare.md").write_text(summary.markdown(title), encoding="utf-8")
+
+
+def _resumed_rows(out: Path, setting: dict[str, Any], optimizers: Sequence[str]) -> list[CompareRow]:
+    """The finished rows of `out`'s compare.json, when the same comparison wrote it (else a ConfigError)."""
+    path = out / "compare.json"
+    if not path.exists():
+        return []
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        head = {k: saved.get(k) for k in setting}
+        rows = [CompareRow.from_dict(r) for r in saved.get("rows") or []]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(f"{path}: cannot resume from it ({type(exc).__name__}: {exc}); use another --out") from None
+    differing = [k for k in setting if head[k] != setting[k]]
+    if differing:
+        raise ConfigError(f"{path} was written by another comparison (its {', '.join(differing)} differ); "
+                          "use another --out, or run without --resume to start again")
+    return [row for row in rows if row.error is None and row.optimizer in optimizers]
+
+
+@contextmanager
+def _replies_kept(lm: Any, directory: Path) -> Iterator[None]:
+    """`lm`'s replies kept in (and served from) a disk cache at `directory` while inside: the warm-up's calls, so
+    that a resumed comparison memorizes again without the model. An LM that DSPy's own cache already serves (the
+    embedded model's default) is left to it; DSPy's global cache is restored after."""
+    if lm.cache:
+        yield
+        return
+    from dspy.clients.cache import Cache
+
+    before = dspy.cache
+    dspy.cache = Cache(enable_disk_cache=True, enable_memory_cache=False, disk_cache_dir=str(directory),
+                       disk_size_limit_bytes=2 * 1024 ** 3)
+    lm.cache = True
+    try:
+        yield
+    finally:
+        dspy.cache, lm.cache = before, False
 
 
 def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
@@ -257,54 +317,72 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         raise ConfigError("compare needs held-out test questions (--test, or a --split with a test share)")
     models = models if models is not None else Models.from_roles(request.roles)
     metric = AnswerMetric(judge=request.judge, judge_lm=models.judge if request.judge else None)
+    setting = _setting(request, splits, metric)
+    title = f"{request.system} on {request.data}, budget {request.budget}"
+    done = {row.optimizer: row for row in _resumed_rows(out, setting, request.optimizers)} if request.resume else {}
+    if done:
+        log.info("%s: resuming with the rows of %s", request.system, ", ".join(done))
     student = make_program(request.system, request.program_settings)
     train, val = make_examples(splits.train), make_examples(splits.val)
     test_cases = case_refs(make_examples(splits.test))
     conversations = [*splits.train, *splits.val, *splits.test]
     log.info("%s: memorizing %d conversation slices (questions: %s)", request.system, len(conversations),
              splits.sizes())
-    context = _warm_context(student, conversations, models)
-    tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system},
-                             threads=request.loop.threads)
-    before = tester.evaluate(student, test_cases)
-    baseline, correct_before = before.accuracy, before.correctness()
+    with _replies_kept(models.task, out / "lm-cache"):
+        context = _warm_context(student, conversations, models)
+        tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system},
+                                 threads=request.loop.threads)
+        before = tester.evaluate(student, test_cases)
+    baseline = before.accuracy
     log.info("%s: held-out accuracy before optimizing %.3f", request.system, baseline)
     rows: list[CompareRow] = []
     for name in request.optimizers:
-        log.info("%s: running %s (budget %d LM calls)", request.system, name, request.budget)
-        started = time.perf_counter()
-        meter = LMBudget(models.usage, None, METERED_ROLES)
-        stopped, error, program, to_best, ours_stop = False, None, student, None, None
-        details: dict[str, Any] = {}
-        try:
-            if name in OURS:
-                program, calls, tokens, ours_stop, to_best, details = _ours(name, request, student, train, val,
-                                                                            models, context, metric)
-                stopped = ours_stop is not None
-            else:
-                run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
-                                   context=context, seed=request.seed, time_budget=request.time_budget)
-                program, calls, tokens, stopped, error = run.program, run.lm_calls, run.tokens, run.stopped_by_budget, run.error
-                to_best = run.calls_to_best
-        except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
-            log.exception("%s failed", name)
-            calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
-        stopped_by = ours_stop or (("calls" if calls >= request.budget else "time") if stopped else None)
-        accuracy, paired, answers = None, None, None
-        if error is None:
-            after = tester.evaluate(program, test_cases)
-            accuracy, paired = after.accuracy, paired_delta(correct_before, after.correctness(), seed=request.seed)
-            answers = AnswerShape.of(before, after)
-            # the winner is ready to deploy: `memtrace run --program DIR/programs/NAME.json`
-            save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})
-        row = CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
-                         changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
-                         paired, answers, stopped_by)
+        if name in done:
+            rows.append(done[name])
+            continue
+        row = _row(name, request, student, train, val, models, context, metric, tester, test_cases, before, out)
         rows.append(row)
-        _write_tables(out, request, splits, metric, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
+        _write_tables(out, setting, title, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
         if on_row is not None:
             on_row(row)
+    _write_tables(out, setting, title, baseline, rows, len(test_cases))
     summary = CompareSummary(out, rows, baseline, len(test_cases))
     points = points_from_rows(rows, baseline)
     plot_accuracy_vs_calls(points, baseline, out / "compare.png", title=f"{request.system}: held-out accuracy vs LM calls")
     return summary
+
+
+def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val: list[Any], models: Models,
+         context: QAContext, metric: AnswerMetric, tester: CachedEvaluator, test_cases: Any, before: EvalResult,
+         out: Path) -> CompareRow:
+    """One optimizer run from the warm context, tested on the held-out cases against `before`."""
+    baseline, correct_before = before.accuracy, before.correctness()
+    log.info("%s: running %s (budget %d LM calls)", request.system, name, request.budget)
+    started = time.perf_counter()
+    meter = LMBudget(models.usage, None, METERED_ROLES)
+    stopped, error, program, to_best, ours_stop = False, None, student, None, None
+    details: dict[str, Any] = {}
+    try:
+        if name in OURS:
+            program, calls, tokens, ours_stop, to_best, details = _ours(name, request, student, train, val,
+                                                                        models, context, metric)
+            stopped = ours_stop is not None
+        else:
+            run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
+                               context=context, seed=request.seed, time_budget=request.time_budget)
+            program, calls, tokens, stopped, error = run.program, run.lm_calls, run.tokens, run.stopped_by_budget, run.error
+            to_best = run.calls_to_best
+    except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
+        log.exception("%s failed", name)
+        calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
+    stopped_by = ours_stop or (("calls" if calls >= request.budget else "time") if stopped else None)
+    accuracy, paired, answers = None, None, None
+    if error is None:
+        after = tester.evaluate(program, test_cases)
+        accuracy, paired = after.accuracy, paired_delta(correct_before, after.correctness(), seed=request.seed)
+        answers = AnswerShape.of(before, after)
+        # the winner is ready to deploy: `memtrace run --program DIR/programs/NAME.json`
+        save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})
+    return CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
+                      changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
+                      paired, answers, stopped_by)

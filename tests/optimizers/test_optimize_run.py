@@ -7,10 +7,11 @@ from dataclasses import replace
 
 import pytest
 import yaml
-from optfixtures import EXTRACT, FIXED
+from optfixtures import EXTRACT, FIXED, make_models
 from toydata import write_locomo
 
 from memtrace_opt.cli import main
+from memtrace_opt.errors import ConfigError
 from memtrace_opt.optimizers import LoopSettings, instructions_of, load_optimized, save_program
 from memtrace_opt.optimizers.comparison.compare import CompareRequest, compare_optimizers
 from memtrace_opt.optimizers.evaluation.program_io import changed_prompts
@@ -117,6 +118,62 @@ def test_compare_keeps_the_finished_rows_when_stopped_between_optimizers(tmp_pat
     table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert [row["optimizer"] for row in table["rows"]] == ["bootstrap"]
     assert "| bootstrap |" in (tmp_path / "cmp" / "compare.md").read_text()
+
+
+def test_compare_resumes_with_the_finished_rows_and_memorizes_again_without_the_model(tmp_path):
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
+                             test="toy-c", optimizers=("bootstrap", "blame_response"), budget=20,
+                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5, repairs=0))
+    models, engine = make_models()
+
+    def stop(row):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # stopped after the first optimizer
+        compare_optimizers(request, models=models, on_row=stop)
+    first = json.loads((tmp_path / "cmp" / "compare.json").read_text())["rows"]
+    assert [row["optimizer"] for row in first] == ["bootstrap"] and engine.calls
+
+    # a new process: the warm-up and the baseline's answers come from the kept replies, no model call
+    models, engine = make_models()
+    summary = compare_optimizers(replace(request, optimizers=("bootstrap",), resume=True), models=models)
+    assert not engine.calls
+    assert [row.to_dict() for row in summary.rows] == first  # the finished row, as it was
+
+    models, engine = make_models()
+    ran: list[str] = []
+    summary = compare_optimizers(replace(request, resume=True), models=models, on_row=lambda row: ran.append(row.optimizer))
+    assert ran == ["blame_response"] and engine.calls  # only the optimizer with no row ran, live
+    table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert [row["optimizer"] for row in table["rows"]] == ["bootstrap", "blame_response"]
+    assert table["rows"][0] == first[0] and table["rows"][1]["paired"]["n"] == summary.test_questions
+
+    # without resume the comparison starts again; another setting cannot resume from these rows
+    with pytest.raises(ConfigError, match="budget differ"):
+        compare_optimizers(replace(request, budget=30, resume=True), models=make_models()[0])
+
+
+def test_compare_runs_the_ablations_of_our_loop_as_rows(tmp_path, fake_models):
+    models, _ = fake_models
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
+                             test="toy-c", optimizers=("memtrace_roundrobin", "memtrace_all", "memtrace_norepair"),
+                             budget=40, attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5, rounds=3,
+                                                                                    patience=3))
+    rows = {row.optimizer: row for row in compare_optimizers(request, models=models).rows}
+    assert all(row.error is None and row.optimized_accuracy is not None for row in rows.values())
+    order = [name for name, _ in make_program("mem0").named_predictors()]
+    chosen = [r["chosen_predictor"] for r in rows["memtrace_roundrobin"].details["rounds"]]
+    assert chosen and chosen == order[: len(chosen)]  # the predictors in program order, whatever was blamed
+    first = rows["memtrace_all"].details["rounds"][0]
+    assert set(first["blame_counts"]) == set(order)  # every failure went to every prompt
+    assert len(set(first["blame_counts"].values())) == 1
+    assert all(not r.get("repairs", {}).get("tried") for r in rows["memtrace_norepair"].details.get("rounds", []))
+    for name in rows:
+        assert (tmp_path / "cmp" / "programs" / f"{name}.json").is_file()
 
 
 def test_compare_time_budget_stops_each_optimizer_on_the_clock(tmp_path, fake_models):
