@@ -4,18 +4,24 @@ For each failure blamed on the chosen predictor, the blamed call's outputs are r
 counterfactual attribution repairs them, `memtrace_opt.attribution.counterfactual.repair_outputs`): an
 extraction gets the lost evidence turns added, each written as a fact (the speaker named, first person
 rewritten, the turn's date kept), not as the raw turn; an update decision that skipped a needed write gets an
-ADD of the fact that holds it. The conversation is then replayed with the repaired outputs forced
+ADD of the fact that holds it, one that UPDATEd or DELETEd the memory holding it a NONE for that memory instead.
+The conversation is then replayed with the repaired outputs forced
 (`memtrace_opt.tracing.replay`; unchanged ops come from the record). A repair is kept only when
 
 1. the replay answers the question correctly (confirmed), and
 2. the lineage test holds: the blamed call's own output did not already hold the needed information
-   (`NeededInfo.holds`). A replay that saves the answer is not yet a diagnosis: an extraction that already
+   (`NeededInfo.holds`; a DELETE's text is what the call destroyed, not what it held). A replay that saves the answer is not yet a diagnosis: an extraction that already
    held the dog's breed, "repaired" by restating it, can tip a small answerer into the right answer, and a demo
    of that teaches nothing. Confirmations this rule rejects are counted (`RepairCounts.lineage_rejected`).
 
 A kept repair is the (inputs, output) pair the predictor should have produced: a demo
 (`Repair.demo`, the recorded prompt's fields and the repaired reply), a target the reflection LM is shown
 beside what the call produced, and what the local check counts a candidate's re-run against (`Repair.added`).
+An update decision's repaired reply is its recorded reply edited: added actions appended as ADDs with no id, a
+changed action's written item turned into a NONE of the id the LM wrote, every other item byte for byte as
+written. Its actions name units by the ids its prompt showed, so a changed action is written back only where the
+recorded reply, read as the op reads it, gives back exactly the recorded actions (`decision_reply.py`); otherwise the
+confirmed repair has no demo form and is counted (`RepairCounts.no_demo`).
 
     found = confirmed_repairs(program, predictor, evaluation, blame, evaluator, max_repairs=2)
     found.repairs, found.counts.to_dict()
@@ -33,6 +39,7 @@ from typing import Any
 import dspy
 
 from memtrace_opt.attribution import (
+    DELETION,
     EXTRACTION,
     UPDATE,
     AttributionConfig,
@@ -46,7 +53,9 @@ from memtrace_opt.attribution.counterfactual import repair_outputs
 from memtrace_opt.attribution.lineage import case_flow
 from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResult, EvalResult
+from memtrace_opt.optimizers.evaluation.decision_reply import actions_reply, event_of
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, without_adapter_tail
+from memtrace_opt.optimizers.evaluation.memo import LMExchange
 from memtrace_opt.tracing import OpEvent
 
 __all__ = ["REPAIR_CHARS", "Repair", "RepairCounts", "RepairSet", "confirmed_repairs", "as_fact"]
@@ -183,31 +192,27 @@ def _repaired(view: GraphView, flow: Any, op: str, case: FailedCase, event: OpEv
         return None
     key = action_field(repaired) or next(iter(repaired), None)
     before = {json.dumps(a, sort_keys=True, default=str) for a in outputs.get(key or "", []) or []}
-    added = tuple(str(a.get("text") or "") for a in repaired.get(key or "", []) or []
-                  if isinstance(a, Mapping) and json.dumps(a, sort_keys=True, default=str) not in before)
+    added = tuple(str(a.get("text") or "") for a in repaired.get(key or "", []) or []  # a NONE adds nothing
+                  if isinstance(a, Mapping) and a.get("unit_id") is None
+                  and json.dumps(a, sort_keys=True, default=str) not in before)
     return repaired, added
 
 
-def _reply(signature: Any, response: str, kind: str | None, repaired: Mapping[str, Any]) -> dict[str, str] | None:
-    """The repaired reply's output fields as the LM writes them, or None when it has no such form (an update
-    decision's action ids are the op's own: only added actions, which name no id, are written back)."""
-    recorded = _sections(response)
+def _reply(signature: Any, exchange: LMExchange, kind: str | None, outputs: Mapping[str, Any],
+           repaired: Mapping[str, Any]) -> dict[str, str] | None:
+    """The repaired reply's output fields as the LM writes them (an update decision's actions: `decision_reply.actions_reply`),
+    or None when it has no such form."""
+    recorded = _sections(exchange.response)
     out: dict[str, str] = {}
     for name in signature.output_fields:
         value = repaired.get(name)
-        if kind == UPDATE and isinstance(value, list):
-            try:
-                written = json.loads(recorded.get(name) or "[]")
-            except ValueError:
+        if kind in (UPDATE, DELETION) and isinstance(value, list):
+            actions = outputs.get(name)
+            text = actions_reply(recorded.get(name) or "[]", _sections(without_adapter_tail(exchange.prompt)),
+                                  actions if isinstance(actions, list) else [], value)
+            if text is None:
                 return None
-            if not isinstance(written, list):
-                return None
-            adds = [{"event": "ADD", "id": "", "text": a.get("text")} for a in value
-                    if isinstance(a, Mapping) and a.get("event") == "ADD" and a.get("unit_id") is None
-                    and not any(isinstance(w, Mapping) and w.get("text") == a.get("text") for w in written)]
-            if not adds and value:
-                return None  # a repair that changes an existing action: its ids cannot be written back
-            out[name] = json.dumps([*written, *adds], ensure_ascii=False)
+            out[name] = text
         elif isinstance(value, list):
             out[name] = json.dumps(value, ensure_ascii=False)
         elif name in recorded:
@@ -215,6 +220,13 @@ def _reply(signature: Any, response: str, kind: str | None, repaired: Mapping[st
         else:
             return None
     return out
+
+
+def _held(outputs: Mapping[str, Any]) -> list[str]:
+    """The blamed call's output in parts, as the lineage test reads it: a DELETE keeps nothing of its text."""
+    return [part for key, value in outputs.items() if key != "error"
+            for part in value_parts([a for a in value if not (isinstance(a, Mapping) and event_of(a) == "DELETE")]
+                                    if isinstance(value, list) else value)]
 
 
 def _failed_case(case: CaseResult, graph: Any) -> FailedCase:
@@ -291,13 +303,12 @@ def confirmed_repairs(
         if not evaluator.metric(case.question, answer).correct:
             counts["not_confirmed"] += 1
             continue
-        held = [part for k, v in (event.outputs or {}).items() if k != "error" for part in value_parts(v)]
-        if flow.needed.holds(held):
+        if flow.needed.holds(_held(event.outputs or {})):
             counts["lineage_rejected"] += 1  # the call held what the answer needed: it lost nothing
             log.info("repair of %s at op:%d confirmed by replay but rejected: its output already held the "
                      "needed information", case.case_id, seq)
             continue
-        reply = _reply(signature, exchange.response, error_type_for_op(event.op, event.outputs), outputs)
+        reply = _reply(signature, exchange, error_type_for_op(event.op, event.outputs), event.outputs or {}, outputs)
         repair = None if reply is None else Repair(case.case_id, f"op:{seq}", event.op, predictor, exchange.prompt,
                                                    exchange.response, reply, added, answer)
         if repair is None or repair.demo(signature) is None:
