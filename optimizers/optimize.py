@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -221,6 +222,7 @@ def _optimize(
         for verdict in result.verdicts:
             handle.write(json.dumps(verdict, sort_keys=True, ensure_ascii=False) + "\n")
     test = _test(run, request, optimizer, models, dataset.name, splits, student, optimized)
+    test.update(_blame_held_out(run, request.attribution))
     seconds = time.time() - started
     run.write_manifest({
         "kind": "optimize",
@@ -265,6 +267,26 @@ def _write_config(run: RunDir, request: OptimizeRequest, student: Any, dataset: 
                       "preset": request.preset},
         "seed": request.seed,
     })
+
+
+def _blame_held_out(run: RunDir, method: str) -> dict[str, Any]:
+    """The held-out failures of the optimized program attributed with the run's method where it needs no LM (the
+    verdicts appended to verdicts.jsonl, as `memtrace attribute` does): the manifest's `test.blame`, {method,
+    ops: {op or error: n}, error_types: {type: n}}. An LM method is left to `memtrace attribute` (minutes per case
+    on a small model); {} then, or when attribution fails (the run's artifacts are written already)."""
+    from memtrace_opt.attribution.protocol import LM_FREE_METHODS
+    from memtrace_opt.attribution.runs import attribute_run
+
+    if method not in LM_FREE_METHODS:
+        return {}
+    try:
+        verdicts = attribute_run(run.root, method).verdicts
+    except Exception:  # noqa: BLE001 - the blame is a convenience; the test's cases are recorded already
+        log.warning("could not attribute the held-out failures of %s", run.root, exc_info=True)
+        return {}
+    ops = Counter(v.op or ("error" if v.error else v.error_type or "none") for v in verdicts)
+    types = Counter(v.error_type for v in verdicts if v.error_type)
+    return {"blame": {"method": method, "ops": dict(ops.most_common()), "error_types": dict(types.most_common())}}
 
 
 def _test(run: RunDir, request: OptimizeRequest, optimizer: MemTraceOptimizer, models: Models, dataset: str,

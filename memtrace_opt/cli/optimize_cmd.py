@@ -112,8 +112,10 @@ def optimize_command(
     and graphs/ (the test run) and optuna.db under --out. Settings may also come from --config (keys: system,
     data, train, val, test, split, sessions, categories, limit, settings, optimize: {rounds, patience, ...}).
     """
+    from memtrace_opt.optimizers.closing import closing_lines
     from memtrace_opt.optimizers.loop.settings import LoopSettings
     from memtrace_opt.optimizers.optimize import OptimizeRequest, apply_preset, optimize_system
+    from memtrace_opt.rundir import RunDir
 
     cfg = load_config(config)
     opt_cfg = dict(cfg.get("optimize") or {})
@@ -159,13 +161,9 @@ def optimize_command(
         )
 
     summary = optimize_system(request, on_round=on_round)
-    test_line = ""
-    if summary.test_baseline is not None and summary.test_optimized is not None:
-        test_line = f"; test {summary.test_baseline:.3f} -> {summary.test_optimized:.3f}"
-    out_console.print(
-        f"valset {summary.baseline_val:.3f} -> {summary.best_val:.3f}{test_line}; {summary.rounds} rounds "
-        f"({summary.stop_reason}), {summary.lm_calls} LM calls, {summary.seconds:.0f} s -> {summary.run_dir}"
-    )
+    run = RunDir(summary.run_dir)
+    for line in closing_lines(run.read_manifest(), summary.run_dir, report_written=run.report_path.is_file()):
+        out_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _override_loop(request: Any, values: dict[str, Any]) -> Any:

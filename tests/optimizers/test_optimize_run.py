@@ -44,7 +44,12 @@ def test_optimize_writes_a_loadable_run(tmp_path, fake_models, planted):
     assert (out / "report.html").is_file()
     assert yaml.safe_load((out / "config.yaml").read_text())["splits"]["test"]["conversations"] == ["toy-b"]
     verdicts = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
-    assert verdicts and all(v["round"] >= 1 for v in verdicts)
+    rounds = [v for v in verdicts if "round" in v]  # the optimizer's, on its training minibatches
+    assert rounds and all(v["round"] >= 1 for v in rounds)
+    # then the optimized program's held-out failures, attributed with the run's LM-free method
+    held_out = {v["case_id"] for v in verdicts if "round" not in v}
+    assert held_out == {c.case_id for c in cases if not c.correct}
+    assert sum(manifest["test"]["blame"]["ops"].values()) == len(held_out)
     assert instructions_of(load_optimized(out))[EXTRACT] == FIXED
 
 

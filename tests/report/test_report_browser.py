@@ -80,3 +80,15 @@ def test_optimization_rounds_and_accepted_diff_render(chromium: str, report_page
         assert "local: fixed 2/2, lost 0/1" in rounds and "rejected by the local check" in rounds
         assert "+1 demo" in rounds
         assert browser.page_errors == []
+
+
+def test_a_section_anchor_opens_the_page_there_with_the_first_question_shown(chromium: str, report_page: Path) -> None:
+    """`report.html#optimize`, the place `memtrace optimize`'s closing line names: the address keeps the anchor
+    (the first question is shown without rewriting it to `#case=...`) and the view is on the section."""
+    with HeadlessChromium(chromium, width=1440, height=700) as browser:
+        browser.open(report_page.as_uri() + "#optimize")
+        assert browser.evaluate("location.hash") == "#optimize"
+        assert browser.evaluate("document.querySelector('.case-item.sel') !== null")
+        in_view = "Math.abs(document.getElementById('optimize').getBoundingClientRect().top) < 2"  # smooth scroll
+        browser.wait_for(f"window.scrollY > 0 && {in_view}", timeout=10)
+        assert browser.page_errors == []

@@ -218,7 +218,7 @@
 
   // one question --------------------------------------------------------------------------------------
   function caseById(id) { for (var i = 0; i < D.cases.length; i++) if (D.cases[i].id === id) return D.cases[i]; return null; }
-  function selectCase(id, nodeId) {
+  function selectCase(id, nodeId, keepHash) {
     var c = caseById(id);
     if (!c) return;
     state.caseId = id;
@@ -226,6 +226,7 @@
       el.classList.toggle("sel", el.getAttribute("data-case") === id);
     });
     renderCase(c, nodeId);
+    if (keepHash) return;
     try { history.replaceState(null, "", "#case=" + encodeURIComponent(id)); } catch (e) { /* file: urls in some browsers */ }
   }
   function renderCase(c, nodeId) {
@@ -701,9 +702,12 @@
     document.getElementById("foot").textContent = "memtrace-opt report · generated " + D.generated_at + " · " + D.cases.length + " failed questions";
     var m = /case=([^&]+)/.exec(location.hash), n = /node=([^&]+)/.exec(location.hash);
     var wanted = m ? decodeURIComponent(m[1]) : null;
+    // a section's id (#optimize, #failures): the first question is shown, the address and the view stay there
+    var anchor = !m && location.hash.length > 1 ? document.getElementById(location.hash.slice(1)) : null;
     if (wanted && caseById(wanted)) selectCase(wanted, n ? decodeURIComponent(n[1]) : null);
-    else if (D.cases.length) selectCase(visibleCases()[0].id);
+    else if (D.cases.length) selectCase(visibleCases()[0].id, null, !!anchor);
     else document.getElementById("case-detail").appendChild(h("div", { cls: "panel empty", text: "Every question was answered correctly." }));
+    if (anchor) anchor.scrollIntoView();
     document.body.setAttribute("data-ready", "true");
   }
   start();

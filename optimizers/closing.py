@@ -1,0 +1,178 @@
+"""The closing lines of `memtrace optimize`: what the run blamed, what each round tried, what it accepted and why,
+the held-out test, and where in report.html to look. Written from the finished run's manifest only (rounds,
+optimizer summary, test); a candidate's `why` is shown as the gate recorded it, never parsed.
+
+    lines = closing_lines(RunDir(out).read_manifest(), out, report_written=RunDir(out).report_path.is_file())
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from memtrace_opt.attribution import GOLD
+from memtrace_opt.optimizers.evaluation.blame import UNATTRIBUTED
+from memtrace_opt.optimizers.loop.records import CandidateRecord, RoundRecord
+from memtrace_opt.optimizers.loop.stop import StopReason
+from memtrace_opt.rundir import RunDir
+
+__all__ = ["ROUNDS_ANCHOR", "FAILURES_ANCHOR", "MAX_ROUND_LINES", "closing_lines"]
+
+ROUNDS_ANCHOR = "optimize"  # report.html's section with every round, its candidates and the accepted diffs
+FAILURES_ANCHOR = "failures"  # report.html's section with the failed (held-out test) questions
+MAX_ROUND_LINES = 4  # more rounds: those that accepted a change and the last one get a line, the rest share one
+
+_STOPPED = {
+    StopReason.MAX_ROUNDS.value: "ran all its rounds",
+    StopReason.PLATEAU.value: "plateau (--patience rounds in a row without an accepted change)",
+    StopReason.BUDGET.value: "the LM-call budget was spent",
+    StopReason.TIME.value: "the time budget was spent",
+}
+
+
+def closing_lines(manifest: Mapping[str, Any], run_dir: Path, *, report_written: bool) -> list[str]:
+    """About 4-8 plain lines for a finished optimization whose manifest is `manifest`, written to `run_dir`
+    (`report_written`: its report.html exists)."""
+    rounds = [RoundRecord.from_dict(r) for r in manifest.get("rounds") or []]
+    optimizer = manifest.get("optimizer") or {}
+    lines = [_blame_line(rounds)]
+    lines += _round_lines(rounds)
+    cut = optimizer.get("interrupted")
+    if cut:
+        lines.append(f"round {cut.get('round')} cut short ({cut.get('chosen_predictor') or 'no predictor chosen'}): "
+                     f"{cut.get('why', '')}")
+    lines.append(_val_line(manifest, rounds))
+    test = manifest.get("test") or {}
+    lines.append(_test_line(test, run_dir))
+    lines.append(_look_line(run_dir, bool(rounds or cut), _still_failing(test), report_written))
+    return lines
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in counts.items())
+
+
+def _blame_line(rounds: Sequence[RoundRecord]) -> str:
+    if not rounds:
+        return "blamed: nothing, no round finished"
+    blamed: Counter[str] = Counter()
+    not_fixable: Counter[str] = Counter()
+    for record in rounds:
+        blamed.update(record.blame_counts)
+        not_fixable.update(record.not_fixable)
+    failures = sum(blamed.values()) + sum(not_fixable.values())
+    head = f"blamed: {failures} training-minibatch failure{'s' if failures != 1 else ''} over {len(rounds)} " \
+           f"round{'s' if len(rounds) != 1 else ''}"
+    blame = _counts(dict(blamed.most_common())) or "no predictor"
+    unfixable = ", ".join(_not_fixable(name, n) for name, n in sorted(not_fixable.items())) or "none"
+    return f"{head}: {blame}; could not be attributed or fixed by a prompt: {unfixable}"
+
+
+def _not_fixable(name: str, n: int) -> str:
+    if name == UNATTRIBUTED:
+        return f"{n} unattributed (attribution found no root cause)"
+    if name == GOLD:
+        return f"{n} GoldError (the gold answer is wrong)"
+    return f"{n} at {name} (an op with no prompt)"
+
+
+def _round_lines(rounds: Sequence[RoundRecord]) -> list[str]:
+    shown = rounds if len(rounds) <= MAX_ROUND_LINES else [
+        r for i, r in enumerate(rounds) if r.accepted or i == len(rounds) - 1]
+    left = [r.round for r in rounds if r.round not in {s.round for s in shown}]
+    lines = [_round_line(r) for r in shown]
+    if left:
+        lines.insert(0, f"rounds {', '.join(map(str, left))}: nothing accepted")
+    return lines
+
+
+def _origin(record: RoundRecord, candidate: CandidateRecord) -> str:
+    return candidate.candidate(record.chosen_predictor or "").origin
+
+
+def _round_line(record: RoundRecord) -> str:
+    head = f"round {record.round}"
+    if record.chosen_predictor is None:
+        failures = sum(record.blame_counts.values()) + sum(record.not_fixable.values())
+        why = ("no failure on its minibatch" if not failures else
+               "no failure blamed on a predictor" if not record.blame_counts else "no blamed predictor was chosen")
+        return f"{head}: nothing to rewrite, {why}"
+    head += f", {record.chosen_predictor}"
+    if not record.candidates:
+        return f"{head}: no candidate proposed; nothing accepted"
+    tried = ", ".join(_tried(record, c) for c in record.candidates if c.minibatch_score is not None or c.val_score is None)
+    validated = ", ".join(f"{_origin(record, c)} {c.val_score:.3f}" for c in record.candidates if c.val_score is not None)
+    taken = next((c for c in record.candidates if c.accepted), None)
+    if taken is not None:
+        verdict = f"{_origin(record, taken)} {taken.why}"
+    else:
+        furthest = _furthest(record.candidates)
+        verdict = f"nothing accepted ({_origin(record, furthest)} {furthest.why})"
+    line = (f"{head}: tried {tried or 'none'} (minibatch); "
+            f"{f'validated {validated}' if validated else 'none validated'}; {verdict}")
+    repairs = sorted(((k, n) for k, n in (record.repairs or {}).items() if n), key=lambda kv: kv[0] != "tried")
+    return line + (f"; repairs: {_counts(dict(repairs))}" if repairs else "")
+
+
+def _tried(record: RoundRecord, candidate: CandidateRecord) -> str:
+    if candidate.minibatch_score is not None:
+        return f"{_origin(record, candidate)} {candidate.minibatch_score:.3f}"
+    local = candidate.local or {}
+    checked = f" (local check fixed {local.get('fixed')}/{local.get('blamed')})" if local else " (not run)"
+    return _origin(record, candidate) + checked
+
+
+def _furthest(candidates: Sequence[CandidateRecord]) -> CandidateRecord:
+    """The candidate that got furthest: the best on the valset, else on the minibatch (first of equals), else the
+    first."""
+    validated = [c for c in candidates if c.val_score is not None]
+    if validated:
+        return max(validated, key=lambda c: c.val_score or 0.0)
+    scored = [c for c in candidates if c.minibatch_score is not None]
+    return max(scored, key=lambda c: c.minibatch_score or 0.0) if scored else candidates[0]
+
+
+def _val_line(manifest: Mapping[str, Any], rounds: Sequence[RoundRecord]) -> str:
+    optimizer = manifest.get("optimizer") or {}
+    baseline = float((manifest.get("baseline") or {}).get("val_accuracy") or 0.0)
+    best = float(optimizer.get("best_val_accuracy", baseline))
+    reason = str(optimizer.get("stop_reason") or "")
+    accepted = sum(r.accepted for r in rounds)
+    return (f"valset {baseline:.3f} -> {best:.3f}: {accepted} of {len(rounds)} rounds accepted a change; stopped: "
+            f"{_STOPPED.get(reason, reason or '?')}; {optimizer.get('lm_calls', 0)} LM calls, "
+            f"{float(manifest.get('seconds') or 0.0):.0f} s")
+
+
+def _still_failing(test: Mapping[str, Any]) -> int:
+    if test.get("optimized_accuracy") is None:
+        return 0
+    return round(int(test.get("questions") or 0) * (1.0 - float(test["optimized_accuracy"])))
+
+
+def _test_line(test: Mapping[str, Any], run_dir: Path) -> str:
+    if test.get("baseline_accuracy") is None or test.get("optimized_accuracy") is None:
+        return "held-out test: no test questions"
+    line = (f"held-out test {test['baseline_accuracy']:.3f} -> {test['optimized_accuracy']:.3f} on "
+            f"{test.get('questions')} questions")
+    failing = _still_failing(test)
+    blame = test.get("blame") or {}
+    if failing and blame.get("ops"):
+        line += f"; {failing} still fail, blamed by {blame.get('method')} on {_counts(blame['ops'])}"
+    elif failing:
+        line += (f"; {failing} still fail, not attributed by optimize: `memtrace attribute {run_dir}` then "
+                 f"`memtrace report {run_dir}` blame them")
+    return line
+
+
+def _look_line(run_dir: Path, has_rounds: bool, failing: int, report_written: bool) -> str:
+    report = RunDir(run_dir).report_path
+    if not report_written:
+        return f"{report} was not written: `memtrace report {run_dir}` writes it"
+    places = []
+    if has_rounds:
+        places.append(f"{report}#{ROUNDS_ANCHOR} (each round's candidates, scores and why; the accepted diffs)")
+    if failing:
+        places.append(f"{report if not places else ''}#{FAILURES_ANCHOR} (the failed test questions)")
+    return "see " + (", ".join(places) or f"{report}")
