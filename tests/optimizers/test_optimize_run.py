@@ -230,3 +230,19 @@ def test_cli_compare_prints_each_row_question_by_question(tmp_path, monkeypatch,
     assert f"bootstrap: {row['baseline_accuracy']:.3f} -> {row['optimized_accuracy']:.3f} (questions +{fixed} / -{broken}" \
         in " ".join(printed.split())
     assert (tmp_path / "cmp" / "programs" / "bootstrap.json").is_file()
+
+
+def test_cli_compare_resume_keeps_the_rows_it_finished(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    args = ["compare", "--system", "mem0", "--lm", "fake", "--data", str(data), "--train", "toy-a", "--val", "toy-b",
+            "--test", "toy-c", "--budget", "10", "--out", "cmp"]
+    main([*args, "--optimizers", "bootstrap"])
+    first = json.loads((tmp_path / "cmp" / "compare.json").read_text())["rows"]
+    capsys.readouterr()
+    main([*args, "--optimizers", "bootstrap,blame_response", "--resume"])
+    printed = capsys.readouterr().out
+    rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())["rows"]
+    assert rows[0] == first[0] and [r["optimizer"] for r in rows] == ["bootstrap", "blame_response"]
+    assert "blame_response: " in printed and "bootstrap: " not in printed  # only the new row ran
