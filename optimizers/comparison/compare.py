@@ -287,6 +287,22 @@ def _resumed_rows(out: Path, setting: dict[str, Any], optimizers: Sequence[str])
 
 
 @contextmanager
+def _live_calls(models: Models) -> Iterator[None]:
+    """Every metered role's LM uncached while inside: an optimizer's calls and seconds are its own, never replies
+    that an earlier run (or another row) left in DSPy's cache, so each row's budget in calls and in wall time
+    buys the same work. The LMs' own settings are restored after."""
+    lms = [models.get(role) for role in METERED_ROLES]
+    caching = [lm.cache for lm in lms]
+    for lm in lms:
+        lm.cache = False
+    try:
+        yield
+    finally:
+        for lm, flag in zip(lms, caching, strict=True):
+            lm.cache = flag
+
+
+@contextmanager
 def _replies_kept(lm: Any, directory: Path) -> Iterator[None]:
     """`lm`'s replies kept in (and served from) a disk cache at `directory` while inside: the warm-up's calls, so
     that a resumed comparison memorizes again without the model. An LM that DSPy's own cache already serves (the
@@ -363,15 +379,17 @@ def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val
     stopped, error, program, to_best, ours_stop = False, None, student, None, None
     details: dict[str, Any] = {}
     try:
-        if name in OURS:
-            program, calls, tokens, ours_stop, to_best, details = _ours(name, request, student, train, val,
-                                                                        models, context, metric)
-            stopped = ours_stop is not None
-        else:
-            run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
-                               context=context, seed=request.seed, time_budget=request.time_budget)
-            program, calls, tokens, stopped, error = run.program, run.lm_calls, run.tokens, run.stopped_by_budget, run.error
-            to_best = run.calls_to_best
+        with _live_calls(models):
+            if name in OURS:
+                program, calls, tokens, ours_stop, to_best, details = _ours(name, request, student, train, val,
+                                                                            models, context, metric)
+                stopped = ours_stop is not None
+            else:
+                run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
+                                   context=context, seed=request.seed, time_budget=request.time_budget)
+                program, calls, tokens, stopped, error = (run.program, run.lm_calls, run.tokens,
+                                                          run.stopped_by_budget, run.error)
+                to_best = run.calls_to_best
     except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
         log.exception("%s failed", name)
         calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"

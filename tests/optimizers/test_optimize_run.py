@@ -181,6 +181,27 @@ def test_compare_runs_the_ablations_of_our_loop_as_rows(tmp_path, fake_models):
         assert (tmp_path / "cmp" / "programs" / f"{name}.json").is_file()
 
 
+def test_compare_rows_spend_live_calls_even_where_dspys_cache_holds_their_replies(tmp_path, monkeypatch):
+    import dspy
+    from dspy.clients.cache import Cache
+
+    monkeypatch.setattr(dspy, "cache", Cache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=None))
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
+                             test="toy-c", optimizers=("bootstrap",), budget=20, attribution="lineage",
+                             loop=LoopSettings.of(candidates=2, minibatch=5, repairs=0))
+    models, engine = make_models()
+    for role in ("task", "reflection", "attributor"):  # as the embedded model is: DSPy's cache on
+        models.get(role).cache = True
+    (first,) = compare_optimizers(request, models=models).rows
+    engine.reset()
+    (again,) = compare_optimizers(replace(request, out=tmp_path / "again"), models=models).rows
+    assert first.lm_calls > 0 and again.lm_calls == first.lm_calls  # the same work, not served from the cache
+    assert len(engine.calls) >= again.lm_calls
+    assert all(models.get(role).cache for role in ("task", "reflection", "attributor"))  # restored after
+
+
 def test_compare_time_budget_stops_each_optimizer_on_the_clock(tmp_path, fake_models):
     models, _ = fake_models
     data = tmp_path / "toy.json"
