@@ -15,7 +15,8 @@ against LM calls) and each optimizer's program under programs/<optimizer>.json (
 
 compare.json is rewritten after each optimizer, so a crash keeps the finished rows. With `resume`, a comparison
 whose compare.json was written with the same system, data, splits, budgets, loop settings, models and metric
-keeps those rows and runs only the optimizers that have none (or ended in an error). The warm-up's LM replies are
+keeps those rows and runs only the optimizers that have none (or ended in an error); the rows of optimizers not
+asked this time stay in the table, after the others. The warm-up's LM replies are
 kept in a disk cache (DSPy's own where the task LM uses it, else `lm-cache/` beside compare.json), so a resumed
 run memorizes the conversations again from it instead of the model, with the same DSPy traces.
 
@@ -268,7 +269,7 @@ def _write_tables(out: Path, setting: dict[str, Any], title: str, baseline: floa
     (out / "compare.md").write_text(summary.markdown(title), encoding="utf-8")
 
 
-def _resumed_rows(out: Path, setting: dict[str, Any], optimizers: Sequence[str]) -> list[CompareRow]:
+def _resumed_rows(out: Path, setting: dict[str, Any]) -> list[CompareRow]:
     """The finished rows of `out`'s compare.json, when the same comparison wrote it (else a ConfigError)."""
     path = out / "compare.json"
     if not path.exists():
@@ -283,7 +284,7 @@ def _resumed_rows(out: Path, setting: dict[str, Any], optimizers: Sequence[str])
     if differing:
         raise ConfigError(f"{path} was written by another comparison (its {', '.join(differing)} differ); "
                           "use another --out, or run without --resume to start again")
-    return [row for row in rows if row.error is None and row.optimizer in optimizers]
+    return [row for row in rows if row.error is None]
 
 
 @contextmanager
@@ -335,7 +336,9 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     metric = AnswerMetric(judge=request.judge, judge_lm=models.judge if request.judge else None)
     setting = _setting(request, splits, metric)
     title = f"{request.system} on {request.data}, budget {request.budget}"
-    done = {row.optimizer: row for row in _resumed_rows(out, setting, request.optimizers)} if request.resume else {}
+    done = {row.optimizer: row for row in _resumed_rows(out, setting)} if request.resume else {}
+    # the finished rows of optimizers not asked this time stay in the table, after the others
+    kept = [row for name, row in done.items() if name not in request.optimizers]
     if done:
         log.info("%s: resuming with the rows of %s", request.system, ", ".join(done))
     student = make_program(request.system, request.program_settings)
@@ -358,9 +361,10 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
             continue
         row = _row(name, request, student, train, val, models, context, metric, tester, test_cases, before, out)
         rows.append(row)
-        _write_tables(out, setting, title, baseline, rows, len(test_cases))  # after each optimizer: a crash keeps the rows
+        _write_tables(out, setting, title, baseline, [*rows, *kept], len(test_cases))  # a crash keeps the rows
         if on_row is not None:
             on_row(row)
+    rows += kept
     _write_tables(out, setting, title, baseline, rows, len(test_cases))
     summary = CompareSummary(out, rows, baseline, len(test_cases))
     points = points_from_rows(rows, baseline)

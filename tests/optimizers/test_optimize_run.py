@@ -155,6 +155,12 @@ def test_compare_resumes_with_the_finished_rows_and_memorizes_again_without_the_
     assert [row["optimizer"] for row in table["rows"]] == ["bootstrap", "blame_response"]
     assert table["rows"][0] == first[0] and table["rows"][1]["paired"]["n"] == summary.test_questions
 
+    # a resume asking fewer optimizers keeps the other finished rows in the table, after the ones asked
+    models, engine = make_models()
+    compare_optimizers(replace(request, optimizers=("blame_response",), resume=True), models=models)
+    table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert [row["optimizer"] for row in table["rows"]] == ["blame_response", "bootstrap"] and not engine.calls
+
     # without resume the comparison starts again; another setting cannot resume from these rows
     with pytest.raises(ConfigError, match="budget differ"):
         compare_optimizers(replace(request, budget=30, resume=True), models=make_models()[0])
