@@ -9,9 +9,10 @@ The tree, by role:
     loop/        the teleprompter, one round's pipeline, the stop policy, the settings tree, records, the study
     sources/     the candidate sources (reflective rewrites, pattern rules, demos, the combination)
     gates/       the gates a candidate passes (local check, minibatch, validation) and their `Decision`
-    evaluation/  the substrate: cached traced evaluation, metric, memo, examples, splits, blame, evidence
+    evaluation/  the substrate: cached traced evaluation, metric, memo, examples, splits, blame, evidence, repairs
     comparison/  DSPy's optimizers on the same budget, the paired statistics, the comparison's tables
     optimize.py  `memtrace optimize`: a run directory from a request
+    closing.py   its closing lines (what was blamed, tried, accepted and why), written from the manifest
 """
 
 from __future__ import annotations
