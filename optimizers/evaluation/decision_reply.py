@@ -3,9 +3,8 @@ demos): the recorded reply edited, added actions appended as ADDs with no id, a 
 turned into a NONE of the id the LM wrote (with that memory's text), every other item byte for byte as written.
 
 The actions of a decision name memories by the ids its prompt showed, so a changed action is written back only
-where the recorded reply, read as the op reads it (`programs/mem0.py`'s `map_actions`: non-objects, unknown
-events, an ADD or UPDATE without text and a non-ADD with an id never shown are skipped), gives back exactly the
-recorded actions, one for one (`_written_for`); otherwise there is no such reply (None).
+where the recorded reply, read by the op's own reader (`programs/mem0.py`'s `map_actions`), gives back exactly
+the recorded actions, one for one (`_written_for`); otherwise there is no such reply (None).
 """
 
 from __future__ import annotations
@@ -14,9 +13,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["actions_reply", "event_of"]
+from memtrace_opt.programs.mem0 import map_actions
 
-_EVENTS = ("ADD", "UPDATE", "DELETE", "NONE")
+__all__ = ["actions_reply"]
 
 
 class _WrittenList(NamedTuple):
@@ -76,10 +75,6 @@ def _written_list(text: str) -> _WrittenList | None:
     return _WrittenList(text, items, spans, opened)
 
 
-def event_of(item: Mapping[str, Any]) -> str:
-    return str(item.get("event", "")).strip().upper()
-
-
 def _written_id(item: Mapping[str, Any]) -> str:
     return "" if item.get("id") is None else str(item.get("id")).strip()
 
@@ -103,32 +98,23 @@ def _shown_memories(prompt: Mapping[str, str]) -> dict[str, str] | None:
 def _written_for(written: Sequence[Any], shown: Mapping[str, str], actions: Sequence[Any]) -> list[int] | None:
     """For each recorded action, the index of the written item it was read from, or None when that is not certain.
 
-    The decision op reads the written items in order and skips an item that is no object, names no known event, is
-    an ADD or UPDATE without text, or names an id the prompt did not show; every other item becomes one action (the
-    event, the text with its spaces collapsed, the unit the shown id stands for). The items it keeps must give back
-    the recorded actions one for one, each shown id standing for one unit and each unit for one id."""
-    def kept(item: Any) -> bool:
-        if not isinstance(item, Mapping) or event_of(item) not in _EVENTS:
-            return False
-        if event_of(item) in ("ADD", "UPDATE") and not str(item.get("text") or "").strip():
-            return False
-        return event_of(item) == "ADD" or _written_id(item) in shown
-
-    index = [i for i, item in enumerate(written) if kept(item)]
-    if len(index) != len(actions):
+    Each written item is read with the op's own reader (`map_actions`, each shown id standing for itself): the
+    items it keeps must give back the recorded actions one for one, each shown id standing for one unit and each
+    unit for one id."""
+    itself = {shown_id: shown_id for shown_id in shown}
+    read = [(i, got[0]) for i, item in enumerate(written) if (got := map_actions([item], itself)[0])]
+    if len(read) != len(actions):
         return None
     units: dict[str, Any] = {}
-    for i, action in zip(index, actions, strict=True):
-        item = written[i]
-        if not isinstance(action, Mapping) or action.get("event") != event_of(item) \
-                or action.get("text") != " ".join(str(item.get("text") or "").split()):
+    for (_, got), action in zip(read, actions, strict=True):
+        if not isinstance(action, Mapping) or (action.get("event"), action.get("text")) != (got["event"], got["text"]):
             return None
         unit = action.get("unit_id")
-        if (unit is None) != (event_of(item) == "ADD"):
+        if (unit is None) != (got["unit_id"] is None):
             return None
-        if unit is not None and units.setdefault(_written_id(item), unit) != unit:
+        if unit is not None and units.setdefault(got["unit_id"], unit) != unit:
             return None
-    return index if len(set(units.values())) == len(units) else None
+    return [i for i, _ in read] if len(set(units.values())) == len(units) else None
 
 
 def actions_reply(written_text: str, prompt: Mapping[str, str], actions: Sequence[Any],

@@ -53,7 +53,7 @@ from memtrace_opt.attribution.counterfactual import repair_outputs
 from memtrace_opt.attribution.lineage import case_flow
 from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResult, EvalResult
-from memtrace_opt.optimizers.evaluation.decision_reply import actions_reply, event_of
+from memtrace_opt.optimizers.evaluation.decision_reply import actions_reply
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, without_adapter_tail
 from memtrace_opt.optimizers.evaluation.memo import LMExchange
 from memtrace_opt.tracing import OpEvent
@@ -223,9 +223,10 @@ def _reply(signature: Any, exchange: LMExchange, kind: str | None, outputs: Mapp
 
 
 def _held(outputs: Mapping[str, Any]) -> list[str]:
-    """The blamed call's output in parts, as the lineage test reads it: a DELETE keeps nothing of its text."""
+    """The blamed call's output in parts, as the lineage test reads it: a DELETE keeps nothing of its text (the
+    op's actions carry their events as its reader wrote them, upper case)."""
     return [part for key, value in outputs.items() if key != "error"
-            for part in value_parts([a for a in value if not (isinstance(a, Mapping) and event_of(a) == "DELETE")]
+            for part in value_parts([a for a in value if not (isinstance(a, Mapping) and a.get("event") == "DELETE")]
                                     if isinstance(value, list) else value)]
 
 
