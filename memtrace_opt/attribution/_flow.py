@@ -151,20 +151,76 @@ def _first_write_op(view: GraphView, read_ops: tuple[str, ...]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Formed:
+    """Step 1 of `analyze`: where the evidence turns' information went on the write path."""
+
+    consumers: list[str]
+    carriers: list[str]
+    losses: list[str]
+    drops: list[str]
+    formed: set[str]
+
+
+@dataclass(frozen=True)
+class _ReadPath:
+    """Step 3 of `analyze`: what the question's read path retrieved and where it dropped the information."""
+
+    retrieved: list[str]
+    read_drop: str | None
+    first_retrieval: str | None
+
+
 def analyze(view: GraphView, question_id: str, evidence: Evidence, needed: NeededInfo) -> Flow:
     """Follow the needed information of `question_id` through the graph. Raises FlowError."""
     answer_op = view.answer_op(question_id)
     if answer_op is None:
         raise FlowError(f"the graph has no answer op for question {question_id!r}")
     read_ops = tuple(view.read_path(answer_op, question_id))
-    reads = set(read_ops)
     question_seq = view.seq(read_ops[0])
     holds = needed.holds
-
     answer_score = needed.score(view.input_parts(answer_op))
-    retrievable = _retrievable_kinds(view, read_ops)
 
-    # 1. formation: evidence turns -> write-path ops -> memory units
+    formation = _form(view, evidence, read_ops, question_seq, holds)
+    # 2. version chains: does a unit that held it still hold it at question time?
+    evidence_units = _evidence_units(view, evidence)
+    transitions, live = _chains(view, formation.formed, question_seq, holds)
+    # an op that ran before the evidence was first processed cannot have lost it: changes start there
+    said = min((view.seq(op) for op in formation.consumers), default=-1)
+    touched = evidence_units | {view.unit_id(n) for n in formation.formed}
+    unit_losses, unit_changes = _changes(view, touched, question_seq, holds, said)
+    read = _read_path(view, read_ops, answer_op, holds, answer_score)
+
+    return Flow(
+        question_id=question_id,
+        answer_op=answer_op,
+        read_ops=read_ops,
+        question_seq=question_seq,
+        evidence=evidence,
+        needed=needed,
+        consumers=tuple(formation.consumers),
+        carriers=tuple(formation.carriers),
+        losses=tuple(formation.losses),
+        drops=tuple(formation.drops),
+        formed=tuple(sorted(formation.formed, key=view.written_at)),
+        evidence_units=tuple(sorted(evidence_units)),
+        transitions=tuple(transitions),
+        unit_losses=tuple(unit_losses),
+        unit_changes=tuple(unit_changes),
+        live=tuple(live),
+        retrieved=tuple(dict.fromkeys(read.retrieved)),
+        read_drop=read.read_drop,
+        first_retrieval=read.first_retrieval,
+        first_returned=read.first_retrieval is not None and holds(view.output_parts(read.first_retrieval)),
+        reached_answer=answer_score >= 1.0,
+        answer_score=answer_score,
+    )
+
+
+def _form(view: GraphView, evidence: Evidence, read_ops: tuple[str, ...], question_seq: int, holds) -> _Formed:
+    """Step 1, formation: evidence turns -> write-path ops -> memory units (of a kind the read path returns)."""
+    reads = set(read_ops)
+    retrievable = _retrievable_kinds(view, read_ops)
     start = [t for t in (evidence.strict or evidence.turns) if t in view.graph]
     consumers = sorted(
         {op for t in evidence.turns if t in view.graph for op in view.consumers(t) if op not in reads
@@ -178,16 +234,12 @@ def analyze(view: GraphView, question_id: str, evidence: Evidence, needed: Neede
             if view.written_at(node) < question_seq and not view.deleted(node) and holds(view.parts(node)):
                 if not retrievable or view.unit_kind(node) in retrievable:
                     formed.add(node)
+    return _Formed(consumers, carriers, losses, drops, formed)
 
-    # 2. version chains: does a unit that held it still hold it at question time?
-    evidence_units = _evidence_units(view, evidence)
-    transitions, live = _chains(view, formed, question_seq, holds)
-    # an op that ran before the evidence was first processed cannot have lost it: changes start there
-    said = min((view.seq(op) for op in consumers), default=-1)
-    unit_losses, unit_changes = _changes(view, evidence_units | {view.unit_id(n) for n in formed}, question_seq, holds,
-                                         said)
 
-    # 3. read path
+def _read_path(view: GraphView, read_ops: tuple[str, ...], answer_op: str, holds, answer_score: float) -> _ReadPath:
+    """Step 3, the read path up to the answer op: the holding units it retrieved, the first op that received
+    the information and passed it on no further, and the first retrieval op."""
     retrieved: list[str] = []
     read_drop: str | None = None
     first_retrieval: str | None = None
@@ -209,31 +261,7 @@ def analyze(view: GraphView, question_id: str, evidence: Evidence, needed: Neede
         first_retrieval = next(
             (op for op in read_ops if error_type_for_op(view.op_name(op)) == RETRIEVAL), None
         )
-
-    return Flow(
-        question_id=question_id,
-        answer_op=answer_op,
-        read_ops=read_ops,
-        question_seq=question_seq,
-        evidence=evidence,
-        needed=needed,
-        consumers=tuple(consumers),
-        carriers=tuple(carriers),
-        losses=tuple(losses),
-        drops=tuple(drops),
-        formed=tuple(sorted(formed, key=view.written_at)),
-        evidence_units=tuple(sorted(evidence_units)),
-        transitions=tuple(transitions),
-        unit_losses=tuple(unit_losses),
-        unit_changes=tuple(unit_changes),
-        live=tuple(live),
-        retrieved=tuple(dict.fromkeys(retrieved)),
-        read_drop=read_drop,
-        first_retrieval=first_retrieval,
-        first_returned=first_retrieval is not None and holds(view.output_parts(first_retrieval)),
-        reached_answer=answer_score >= 1.0,
-        answer_score=answer_score,
-    )
+    return _ReadPath(retrieved, read_drop, first_retrieval)
 
 
 # Read-path ops that judge or plan rather than pass memories on: never the place information was dropped.
