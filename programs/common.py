@@ -25,6 +25,7 @@ import dspy
 
 from memtrace_opt.data import ABSTAIN_ANSWER, Question, Turn
 from memtrace_opt.memory.ops import LMOperation, OperationFailed
+from memtrace_opt.memory.roles import OpRole
 from memtrace_opt.memory.store import MemoryUnit
 
 __all__ = [
@@ -284,6 +285,7 @@ class AnswerOp(BoundedLMOperation):
     """`<system>.answer`: the answer to `question` from the `context` units (subclasses set `op_name`)."""
 
     signature = AnswerQuestion
+    role = OpRole.ANSWERS
     reply_tokens = 64
 
     def run(self, question: Question, context: Sequence[MemoryUnit]) -> dspy.Prediction:

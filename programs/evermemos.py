@@ -30,6 +30,7 @@ from memtrace_opt.embed import get_embedder
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.memory.index import SearchIndex
 from memtrace_opt.memory.ops import Operation, OperationFailed
+from memtrace_opt.memory.roles import OpRole
 from memtrace_opt.memory.store import MemoryStore, MemoryUnit
 from memtrace_opt.programs.base import MemoryProgram, MemoryState, ProgramConfig
 from memtrace_opt.programs.common import (
@@ -135,6 +136,7 @@ class DetectBoundary(BoundedLMOperation):
     a session change decide without the LM (`forced` says which); otherwise one LM call."""
 
     op_name = "evermemos.detect_boundary"
+    role = OpRole.FORMS
     signature = DetectBoundarySignature
     reply_tokens = 48
 
@@ -160,6 +162,7 @@ class FinalizeMemCell(Operation):
     """Writes one MemCell: the episode's raw turns as a dated transcript."""
 
     op_name = "evermemos.finalize_memcell"
+    role = OpRole.FORMS
     writes_store = True
 
     def run(self, turns: Sequence[Turn], state: MemoryState) -> dspy.Prediction:
@@ -192,6 +195,7 @@ class ExtractEpisode(BoundedLMOperation):
     """A narrative summary of a MemCell with absolute dates."""
 
     op_name = "evermemos.extract_episode"
+    role = OpRole.FORMS
     signature = ExtractEpisodeSignature
     reply_tokens = 320
 
@@ -226,6 +230,7 @@ class ExtractEventLog(BoundedLMOperation):
     """Atomic facts with times from a MemCell."""
 
     op_name = "evermemos.extract_event_log"
+    role = OpRole.FORMS
     signature = ExtractEventLogSignature
     reply_tokens = 400
 
@@ -249,6 +254,7 @@ class StoreEpisode(Operation):
     """Writes the episode as a unit linked to its MemCell."""
 
     op_name = "evermemos.store_episode"
+    role = OpRole.FORMS
     writes_store = True
 
     def run(self, memcell: MemoryUnit, episode: str, state: MemoryState) -> dspy.Prediction:
@@ -262,6 +268,7 @@ class StoreEvents(Operation):
     """Writes each event of the log as a unit linked to its MemCell."""
 
     op_name = "evermemos.store_events"
+    role = OpRole.FORMS
     writes_store = True
 
     def run(self, memcell: MemoryUnit, events: Sequence[str], state: MemoryState) -> dspy.Prediction:
@@ -279,6 +286,7 @@ class HybridRetrieve(Operation):
     """BM25 top-`pool` and dense top-`pool` over episodes and events, fused by RRF; the top `k` by fused score."""
 
     op_name = "evermemos.retrieve"
+    role = OpRole.RETRIEVES
 
     def run(self, question: Question, query: str, k: int, state: MemoryState, pool: int = 50, rrf_k: int = 60) -> dspy.Prediction:
         hits = state.index.hybrid(query, k, pool=pool, rrf_k=rrf_k)
@@ -301,6 +309,7 @@ class CheckSufficiency(BoundedLMOperation):
     """Is the first-round context enough to answer? On failure it reports sufficient (no second round)."""
 
     op_name = "evermemos.check_sufficiency"
+    role = OpRole.RETRIEVES
     signature = CheckSufficiencySignature
     reply_tokens = 96
 
@@ -331,6 +340,7 @@ class GenerateQueries(BoundedLMOperation):
     """2-3 follow-up queries for a second retrieval round (none on failure)."""
 
     op_name = "evermemos.generate_queries"
+    role = OpRole.RETRIEVES
     signature = GenerateQueriesSignature
     reply_tokens = 128
 
@@ -352,6 +362,7 @@ class MergeRerank(Operation):
     """Merges the rounds' results, dedupes by unit, reranks by dense similarity to the question, keeps `top_n`."""
 
     op_name = "evermemos.merge"
+    role = OpRole.RETRIEVES
 
     def run(self, question: Question, rounds: Sequence[Sequence[MemoryUnit]], top_n: int, state: MemoryState) -> dspy.Prediction:
         unique: dict[str, MemoryUnit] = {}

@@ -18,6 +18,7 @@ from memtrace_opt.embed import get_embedder
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.memory.index import SearchIndex
 from memtrace_opt.memory.ops import Operation
+from memtrace_opt.memory.roles import OpRole
 from memtrace_opt.memory.store import MemoryStore, MemoryUnit
 from memtrace_opt.programs.base import MemoryProgram, MemoryState, ProgramConfig
 from memtrace_opt.programs.common import (
@@ -57,6 +58,7 @@ class IngestTurns(Operation):
     """Stores each turn of a session as one dated unit."""
 
     op_name = "long_context.ingest"
+    role = OpRole.FORMS
     writes_store = True
 
     def run(self, turns: Sequence[Turn], state: MemoryState) -> dspy.Prediction:
@@ -71,6 +73,7 @@ class TrimOldest(Operation):
     """Deletes the oldest turns until the transcript fits `budget_tokens`."""
 
     op_name = "long_context.trim"
+    role = OpRole.DELETES
     writes_store = True
 
     def run(self, units: Sequence[MemoryUnit], budget_tokens: int, state: MemoryState) -> dspy.Prediction:
@@ -91,6 +94,7 @@ class PassThrough(Operation):
     """Returns every live turn, oldest first: the whole remembered transcript is the context."""
 
     op_name = "long_context.retrieve"
+    role = OpRole.RETRIEVES
 
     def run(self, question: Question, state: MemoryState) -> dspy.Prediction:
         return dspy.Prediction(units=state.store.read(state.store.active()))

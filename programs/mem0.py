@@ -23,6 +23,7 @@ import dspy
 from memtrace_opt.data import Question, Session, Turn
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.memory.ops import Operation, OperationFailed
+from memtrace_opt.memory.roles import OpRole
 from memtrace_opt.memory.store import MemoryUnit, UnknownUnit
 from memtrace_opt.programs.base import MemoryProgram, MemoryState, ProgramConfig
 from memtrace_opt.programs.common import (
@@ -101,6 +102,7 @@ class ExtractFacts(BoundedLMOperation):
     """Durable facts from the latest messages (a JSON list of strings)."""
 
     op_name = "mem0.extract_facts"
+    role = OpRole.FORMS
     signature = ExtractFactsSignature
     reply_tokens = 320
 
@@ -125,6 +127,7 @@ class SearchSimilar(Operation):
     (by default the embedder's `related_score`); plus their union, in order."""
 
     op_name = "mem0.search_similar"
+    role = OpRole.UPDATES
 
     def run(self, facts: Sequence[str], k: int, state: MemoryState, min_score: float | None = None) -> dspy.Prediction:
         if min_score is None:
@@ -165,6 +168,7 @@ class UpdateDecision(BoundedLMOperation):
     are shown as "0", "1", ... and mapped back; actions naming any other id are skipped and counted."""
 
     op_name = "mem0.update_decision"
+    role = OpRole.UPDATES
     signature = UpdateDecisionSignature
     reply_tokens = 640
 
@@ -225,6 +229,7 @@ class ApplyActions(Operation):
     skipped and counted."""
 
     op_name = "mem0.apply"
+    role = OpRole.UPDATES
     writes_store = True
 
     def run(self, actions: Sequence[dict[str, Any]], turns: Sequence[Turn], session_date: str | None, state: MemoryState) -> dspy.Prediction:
@@ -254,6 +259,7 @@ class RetrieveMemories(Operation):
     """The `k` live memories most similar to the question (dense)."""
 
     op_name = "mem0.retrieve"
+    role = OpRole.RETRIEVES
 
     def run(self, question: Question, k: int, state: MemoryState) -> dspy.Prediction:
         hits = state.index.dense(question.question, k)

@@ -22,6 +22,7 @@ import dspy
 
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.memory.ops import LMOperation, Operation, OperationFailed
+from memtrace_opt.memory.roles import OpRole
 
 __all__ = ["ModuleOp", "PlainModuleOp", "as_op"]
 
@@ -50,11 +51,12 @@ class ModuleOp(LMOperation):
     """An LM-backed op around a module with one predictor (see the module docstring)."""
 
     def __init__(self, module: dspy.Module, op_name: str, *, writes_store: bool = False,
-                 fallback: dict[str, Any] | None = None) -> None:
+                 fallback: dict[str, Any] | None = None, role: OpRole | None = None) -> None:
         Operation.__init__(self)  # no Predict of its own: the module's predictor is the op's
         self.module = module
         setattr(self, "op_name", op_name)  # noqa: B010 - an instance's name shadows the class default
         setattr(self, "writes_store", writes_store)  # noqa: B010
+        setattr(self, "role", role)  # noqa: B010
         self.fallback = fallback
 
     @property
@@ -70,11 +72,12 @@ class PlainModuleOp(Operation):
     """A non-LM op around a module without predictors (a retriever, a formatter, a store write)."""
 
     def __init__(self, module: dspy.Module, op_name: str, *, writes_store: bool = False,
-                 fallback: dict[str, Any] | None = None) -> None:
+                 fallback: dict[str, Any] | None = None, role: OpRole | None = None) -> None:
         super().__init__()
         self.module = module
         setattr(self, "op_name", op_name)  # noqa: B010
         setattr(self, "writes_store", writes_store)  # noqa: B010
+        setattr(self, "role", role)  # noqa: B010
         self.fallback = fallback
 
     def run(self, *args: Any, **inputs: Any) -> dspy.Prediction:
@@ -82,16 +85,22 @@ class PlainModuleOp(Operation):
 
 
 def as_op(module: dspy.Module, op_name: str, *, writes_store: bool = False,
-          fallback: dict[str, Any] | None = None) -> ModuleOp | PlainModuleOp:
+          fallback: dict[str, Any] | None = None, role: OpRole | str | None = None) -> ModuleOp | PlainModuleOp:
     """`module` as an operation named `op_name` (stable, `<system>.<step>`; `<system>.answer` for the answering
     op). `writes_store` for a module that writes the store (it then always runs, never replayed from a record).
-    Raises ConfigError for anything but a plain module, or a module with several predictors."""
+    `role` says what the op does in a memory's life (`OpRole` or its value: "forms", "updates", "deletes",
+    "retrieves", "answers", "none"); without it the role is guessed from the name where one is needed.
+    Raises ConfigError for anything but a plain module, a module with several predictors, or an unknown role."""
     if not isinstance(module, dspy.Module):
         raise ConfigError(f"{op_name}: as_op wraps a dspy.Module, got {type(module).__name__}")
     if isinstance(module, Operation):
         raise ConfigError(f"{op_name}: {type(module).__name__} is an operation already; call it directly")
     if not op_name or "." not in op_name:
         raise ConfigError(f"op name {op_name!r}: use a stable dotted name such as 'notes.write'")
+    try:
+        declared = OpRole.parse(role)
+    except ValueError as error:
+        raise ConfigError(f"{op_name}: {error}") from None
     predictors = [name for name, _ in module.named_predictors()]
     if len(predictors) > 1:
         raise ConfigError(
@@ -99,5 +108,5 @@ def as_op(module: dspy.Module, op_name: str, *, writes_store: bool = False,
             "wrap each LM step as its own op so each gets its own blame and prompt"
         )
     if not predictors:
-        return PlainModuleOp(module, op_name, writes_store=writes_store, fallback=fallback)
-    return ModuleOp(module, op_name, writes_store=writes_store, fallback=fallback)
+        return PlainModuleOp(module, op_name, writes_store=writes_store, fallback=fallback, role=declared)
+    return ModuleOp(module, op_name, writes_store=writes_store, fallback=fallback, role=declared)

@@ -18,6 +18,7 @@ import dspy
 from memtrace_opt.data import Question, Session, Turn
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.memory.ops import Operation
+from memtrace_opt.memory.roles import OpRole
 from memtrace_opt.programs.base import MemoryProgram, MemoryState, ProgramConfig
 from memtrace_opt.programs.common import (
     CHARS_PER_TOKEN,
@@ -91,6 +92,7 @@ class ChunkTurns(Operation):
     `budget_tokens`, the buffer becomes a chunk. With `flush` the remainder becomes a chunk too."""
 
     op_name = "rag.chunk"
+    role = OpRole.FORMS
 
     def run(self, pending: Sequence[Turn], turns: Sequence[Turn], budget_tokens: int, flush: bool = False) -> dspy.Prediction:
         buffer = list(pending)
@@ -116,6 +118,7 @@ class IndexChunk(Operation):
     """Stores one chunk as a unit; the index embeds it."""
 
     op_name = "rag.index_chunk"
+    role = OpRole.FORMS
     writes_store = True
 
     def run(self, chunk: dict[str, Any], state: MemoryState) -> dspy.Prediction:
@@ -133,6 +136,7 @@ class RetrieveChunks(Operation):
     """The `k` chunks most similar to the question (dense, bm25 or hybrid RRF)."""
 
     op_name = "rag.retrieve"
+    role = OpRole.RETRIEVES
 
     def run(self, question: Question, k: int, mode: str, state: MemoryState, pool: int = 50, rrf_k: int = 60) -> dspy.Prediction:
         if mode == "hybrid":

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 import dspy
 
+from memtrace_opt.memory.roles import OpRole
 from memtrace_opt.memory.values import content_key, from_jsonable, to_jsonable
 
 __all__ = [
@@ -61,6 +62,9 @@ class Operation(dspy.Module):
     op_name: ClassVar[str] = ""
     #: True for ops that write the store: they always run, and cannot be memoized or forced.
     writes_store: ClassVar[bool] = False
+    #: What the op does in a memory's life (`memory/roles.py`); None: undeclared (guessed from the name where
+    #: a role is needed, with a warning).
+    role: ClassVar[OpRole | None] = None
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         control = ACTIVE_REPLAY.get()
