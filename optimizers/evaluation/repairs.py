@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from memtrace_opt.attribution import (
     UPDATE,
     AttributionConfig,
     FailedCase,
+    Flow,
     GraphView,
     action_field,
     error_type_for_op,
@@ -56,7 +57,7 @@ from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResul
 from memtrace_opt.optimizers.evaluation.decision_reply import actions_reply
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, without_adapter_tail
 from memtrace_opt.optimizers.evaluation.memo import LMExchange
-from memtrace_opt.tracing import OpEvent
+from memtrace_opt.tracing import OpEvent, ReplayResult
 
 __all__ = ["REPAIR_CHARS", "Repair", "RepairCounts", "RepairSet", "confirmed_repairs", "as_fact"]
 
@@ -236,6 +237,111 @@ def _failed_case(case: CaseResult, graph: Any) -> FailedCase:
                       sample_id=case.conversation_key.split("@", 1)[0], graph=graph)
 
 
+@dataclass(frozen=True)
+class _BlamedCall:
+    """One blamed call of the predictor, once per (conversation, op): its case, op seq, event and LM exchange."""
+
+    case: CaseResult
+    seq: int
+    event: OpEvent
+    exchange: LMExchange
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """What became of one blamed call: the `RepairCounts` field it counts under, the kept repair (when
+    `outcome` is "kept") and the LM calls its replay spent."""
+
+    outcome: str
+    repair: Repair | None = None
+    lm_calls: int = 0
+
+
+@dataclass(frozen=True)
+class _Repairer:
+    """What every attempt of one `confirmed_repairs` call shares."""
+
+    program: dspy.Module
+    predictor: str
+    signature: Any
+    evaluation: EvalResult
+    evaluator: CachedEvaluator
+    graphs: GraphCache
+    config: AttributionConfig
+
+    def blamed_calls(self, blame: Blame) -> Iterator[_BlamedCall]:
+        """The predictor's blamed calls in verdict order, each call once, skipping those with no recorded exchange."""
+        cases = self.evaluation.by_id()
+        seen: set[tuple[str, int]] = set()
+        for verdict in blame.by_predictor.get(self.predictor, []):
+            case, seq = cases.get(verdict.case_id), op_seq(verdict.op_id)
+            if case is None or seq is None or (case.conversation_key, seq) in seen:
+                continue
+            seen.add((case.conversation_key, seq))
+            event = op_event(self.evaluation, case.conversation_key, seq)
+            exchange = self.evaluator.memo.exchange(event.content_key) if event is not None else None
+            if event is not None and exchange is not None:
+                yield _BlamedCall(case, seq, event, exchange)
+
+    def attempt(self, call: _BlamedCall) -> _Attempt:
+        """Repair the call by rule, confirm it by replay, apply the lineage test, and give it its demo form."""
+        case, seq = call.case, call.seq
+        proposal = self._rule_repair(call)
+        if proposal is None:
+            return _Attempt("no_repair")
+        flow, (outputs, added) = proposal
+        replayed = self._replay(call, outputs)
+        if replayed is None:
+            return _Attempt("not_confirmed")
+        answer, lm_calls = str(replayed.answers.get(case.case_id, "")), replayed.lm_calls
+        if not self.evaluator.metric(case.question, answer).correct:
+            return _Attempt("not_confirmed", lm_calls=lm_calls)
+        if flow.needed.holds(_held(call.event.outputs or {})):  # the call held what the answer needed: it lost nothing
+            log.info("repair of %s at op:%d confirmed by replay but rejected: its output already held the "
+                     "needed information", case.case_id, seq)
+            return _Attempt("lineage_rejected", lm_calls=lm_calls)
+        event, exchange = call.event, call.exchange
+        reply = _reply(self.signature, exchange, error_type_for_op(event.op, event.outputs), event.outputs or {}, outputs)
+        repair = None if reply is None else Repair(case.case_id, f"op:{seq}", event.op, self.predictor, exchange.prompt,
+                                                   exchange.response, reply, added, answer)
+        if repair is None or repair.demo(self.signature) is None:
+            return _Attempt("no_demo", lm_calls=lm_calls)
+        return _Attempt("kept", repair, lm_calls)
+
+    def _rule_repair(self, call: _BlamedCall) -> tuple[Flow, tuple[dict[str, Any], tuple[str, ...]]] | None:
+        """The case's information flow and the call's repaired outputs, or None (no rule repair)."""
+        graph = self.graphs.get(call.case.conversation_key)
+        try:
+            view = GraphView.of(graph)
+            failed = _failed_case(call.case, graph)
+            flow = case_flow(view, failed, self.config)
+            made = _repaired(view, flow, f"op:{call.seq}", failed, call.event)
+        except Exception as error:  # noqa: BLE001 - a case the rules cannot follow has no repair
+            log.info("repair of %s: %s", call.case.case_id, error)
+            return None
+        return None if made is None else (flow, made)
+
+    def _replay(self, call: _BlamedCall, outputs: dict[str, Any]) -> ReplayResult | None:
+        """The conversation replayed with the call's outputs forced, or None when the replay fails."""
+        from memtrace_opt.optimizers.evaluation.examples import resolve_conversation
+        from memtrace_opt.optimizers.loop.budget import BudgetExhausted
+        from memtrace_opt.tracing import replay
+
+        key = call.case.conversation_key
+        _, conversation = resolve_conversation(key)
+        asked = [c.question for c in self.evaluation.cases if c.conversation_key == key]
+        lm = self.evaluator.task_lm if self.evaluator.task_lm is not None else dspy.settings.lm
+        try:
+            with dspy.context(lm=lm):
+                return replay(self.program, conversation, asked, self.evaluation.traces[key].events,
+                              forced={call.seq: outputs})
+        except BudgetExhausted:
+            raise
+        except Exception as error:  # noqa: BLE001 - a replay that fails confirms nothing
+            log.warning("repair of %s: the replay failed: %s", call.case.case_id, error)
+            return None
+
+
 def confirmed_repairs(
     program: dspy.Module,
     predictor: str,
@@ -249,74 +355,21 @@ def confirmed_repairs(
     """Up to `max_repairs` repairs of `predictor`'s blamed calls in `evaluation`, each confirmed by a replay of
     its conversation and by the lineage test (module docstring); never raises for one case (a replay that
     fails is a repair not confirmed), except `BudgetExhausted` from the guarded task LM."""
-    from memtrace_opt.optimizers.evaluation.examples import resolve_conversation
-    from memtrace_opt.optimizers.loop.budget import BudgetExhausted
-    from memtrace_opt.tracing import replay
-
     found = RepairSet()
     if max_repairs < 1:
         return found
     counts = dict.fromkeys(("tried", "no_repair", "not_confirmed", "lineage_rejected", "no_demo", "kept", "lm_calls"), 0)
-    signature = dict(program.named_predictors())[predictor].signature
-    cases, graphs = evaluation.by_id(), GraphCache(evaluation)
-    config = config or AttributionConfig()
-    seen: set[tuple[str, int]] = set()
-    for verdict in blame.by_predictor.get(predictor, []):
-        if len(found.repairs) >= max_repairs:
-            break
-        case, seq = cases.get(verdict.case_id), op_seq(verdict.op_id)
-        if case is None or seq is None or (case.conversation_key, seq) in seen:
-            continue
-        seen.add((case.conversation_key, seq))
-        event = op_event(evaluation, case.conversation_key, seq)
-        exchange = evaluator.memo.exchange(event.content_key) if event is not None else None
-        if event is None or exchange is None:
-            continue
+    repairer = _Repairer(program, predictor, dict(program.named_predictors())[predictor].signature, evaluation,
+                         evaluator, GraphCache(evaluation), config or AttributionConfig())
+    for call in repairer.blamed_calls(blame):
         counts["tried"] += 1
-        graph = graphs.get(case.conversation_key)
-        try:
-            view = GraphView.of(graph)
-            failed = _failed_case(case, graph)
-            flow = case_flow(view, failed, config)
-            made = _repaired(view, flow, f"op:{seq}", failed, event)
-        except Exception as error:  # noqa: BLE001 - a case the rules cannot follow has no repair
-            log.info("repair of %s: %s", case.case_id, error)
-            made = None
-        if made is None:
-            counts["no_repair"] += 1
-            continue
-        outputs, added = made
-        _, conversation = resolve_conversation(case.conversation_key)
-        asked = [c.question for c in evaluation.cases if c.conversation_key == case.conversation_key]
-        lm = evaluator.task_lm if evaluator.task_lm is not None else dspy.settings.lm
-        try:
-            with dspy.context(lm=lm):
-                result = replay(program, conversation, asked, evaluation.traces[case.conversation_key].events,
-                                forced={seq: outputs})
-        except BudgetExhausted:
-            raise
-        except Exception as error:  # noqa: BLE001 - a replay that fails confirms nothing
-            log.warning("repair of %s: the replay failed: %s", case.case_id, error)
-            counts["not_confirmed"] += 1
-            continue
-        counts["lm_calls"] += result.lm_calls
-        answer = str(result.answers.get(case.case_id, ""))
-        if not evaluator.metric(case.question, answer).correct:
-            counts["not_confirmed"] += 1
-            continue
-        if flow.needed.holds(_held(event.outputs or {})):
-            counts["lineage_rejected"] += 1  # the call held what the answer needed: it lost nothing
-            log.info("repair of %s at op:%d confirmed by replay but rejected: its output already held the "
-                     "needed information", case.case_id, seq)
-            continue
-        reply = _reply(signature, exchange, error_type_for_op(event.op, event.outputs), event.outputs or {}, outputs)
-        repair = None if reply is None else Repair(case.case_id, f"op:{seq}", event.op, predictor, exchange.prompt,
-                                                   exchange.response, reply, added, answer)
-        if repair is None or repair.demo(signature) is None:
-            counts["no_demo"] += 1
-            continue
-        found.repairs.append(repair)
-        counts["kept"] += 1
+        attempt = repairer.attempt(call)
+        counts[attempt.outcome] += 1
+        counts["lm_calls"] += attempt.lm_calls
+        if attempt.repair is not None:
+            found.repairs.append(attempt.repair)
+            if len(found.repairs) >= max_repairs:
+                break
     found.counts = RepairCounts(**counts)
     log.info("repairs of %s: %s", predictor, found.counts.to_dict())
     return found
