@@ -13,12 +13,12 @@ from memtrace_opt.report import write_report
 from memtrace_opt.report.browser import HeadlessChromium
 from memtrace_opt.report.demo_run import write_demo_run
 
-CASE = "mem0/locomo/conv-26-q3"  # "Where does Caroline work?": a bad update decision deleted the memory
+CASE = "mem0/demo/demo-q3"  # "Where does Odalys work?": a bad update decision deleted the memory
 
 
 def main(out: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
-        page = write_report(write_demo_run(Path(tmp) / "mem0-locomo", filler_sessions=40)).path
+        page = write_report(write_demo_run(Path(tmp) / "mem0-demo", filler_sessions=40)).path
         with HeadlessChromium(width=1600, height=1380) as browser:
             browser.open(page.as_uri() + "#case=" + CASE.replace("/", "%2F"))
             browser.evaluate("window.scrollTo({top: document.getElementById('failures').offsetTop - 56, behavior: 'instant'})")

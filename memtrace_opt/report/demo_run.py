@@ -1,4 +1,5 @@
 """A small, realistic run directory of a failing Mem0-style system, for tests, docs and trying the report.
+Its conversation, questions and answers are made up (no benchmark's text).
 
 `write_demo_run(path)` writes config.yaml, manifest.json (with two optimization rounds), cases.jsonl,
 graphs/<sample>.json and verdicts.jsonl in the formats of docs/design.md. Seven questions about one conversation:
@@ -20,7 +21,7 @@ import yaml
 
 __all__ = ["write_demo_run", "DEMO_SAMPLE_ID"]
 
-DEMO_SAMPLE_ID = "conv-26"
+DEMO_SAMPLE_ID = "demo"
 _T0 = 1_760_000_000.0
 _MODEL = "embedded/qwen2.5-coder-1.5b-instruct-q4_k_m"
 
@@ -40,71 +41,71 @@ DECIDE_INSTRUCTION_V2 = (
 ANSWER_INSTRUCTION = "You answer a question about a long conversation, using only the memory given as context."
 
 SESSIONS: list[tuple[str, list[tuple[str, str]]]] = [
-    ("8 May 2023", [
-        ("Caroline", "Hey Mel! I went to an LGBTQ support group yesterday and it was so powerful."),
-        ("Melanie", "That's great, Caroline! How are you feeling about it?"),
-        ("Caroline", "Good! I've been researching adoption agencies, I want to give a kid a loving home."),
-        ("Caroline", "Also, I started a new job at the Sunrise Bakery downtown, mornings only."),
-        ("Melanie", "Wow, congrats on the job! I still play violin in the evenings to relax."),
-        ("Caroline", "You and your violin! Let's catch up soon."),
+    ("12 April 2021", [
+        ("Odalys", "Hi Teo! I joined a sea-swimming club yesterday and the water was freezing."),
+        ("Teodor", "Brave of you, Odalys! Will you keep going?"),
+        ("Odalys", "Yes! I've been researching sailing schools, I want to learn to sail this summer."),
+        ("Odalys", "Also, I started a new job at the Quillfeather Bookshop by the harbour, mornings only."),
+        ("Teodor", "Congrats on the job! I still play cello in the evenings to unwind."),
+        ("Odalys", "You and your cello! Let's catch up soon."),
     ]),
-    ("25 May 2023", [
-        ("Melanie", "Guess what, I painted a sunrise over the lake last weekend!"),
-        ("Melanie", "It was on 20 May, right before my kids woke up."),
-        ("Caroline", "That sounds beautiful. How are the two kids doing?"),
-        ("Melanie", "Both are great, they love the new puppy."),
-        ("Melanie", "We adopted a golden retriever named Oscar, he's a handful."),
-        ("Caroline", "Oscar! I can't wait to meet him."),
+    ("29 April 2021", [
+        ("Teodor", "Guess what, I carved a wooden fox for the garden last weekend!"),
+        ("Teodor", "It was on 24 April, right before my kids woke up."),
+        ("Odalys", "That sounds lovely. How are the two kids doing?"),
+        ("Teodor", "Both are great, they love the new kitten."),
+        ("Teodor", "We adopted a grey tabby named Marzipan, she climbs everything."),
+        ("Odalys", "Marzipan! I can't wait to meet her."),
     ]),
-    ("9 June 2023", [
-        ("Caroline", "I've been taking pottery classes on weekends, it's relaxing."),
-        ("Caroline", "The bakery moved me to afternoons but I'm still there."),
-        ("Melanie", "Pottery! My eldest wants to try it too."),
-        ("Melanie", "My youngest is starting kindergarten in the fall."),
-        ("Caroline", "Time flies. Say hi to both kids for me."),
-        ("Melanie", "Will do!"),
+    ("14 May 2021", [
+        ("Odalys", "I've been taking glassblowing classes on weekends, it's absorbing."),
+        ("Odalys", "The bookshop moved me to afternoons but I'm still there."),
+        ("Teodor", "Glassblowing! My eldest wants to try it too."),
+        ("Teodor", "My youngest is starting school in the autumn."),
+        ("Odalys", "Time flies. Say hi to both kids for me."),
+        ("Teodor", "Will do!"),
     ]),
 ]
 
 # (qid, category, question, gold, prediction, evidence, correct, verdict or None)
 QUESTIONS: list[dict[str, Any]] = [
-    {"qid": "conv-26-q1", "category": "single_hop", "question": "What did Caroline research?",
-     "gold": "Adoption agencies", "prediction": "adoption agencies", "evidence": ["D1:3"], "correct": True},
-    {"qid": "conv-26-q2", "category": "temporal", "question": "When did Melanie paint a sunrise?",
-     "gold": "20 May 2023", "prediction": "Not mentioned in the conversation", "evidence": ["D2:1", "D2:2"],
+    {"qid": "demo-q1", "category": "single_hop", "question": "What did Odalys research?",
+     "gold": "Sailing schools", "prediction": "sailing schools", "evidence": ["D1:3"], "correct": True},
+    {"qid": "demo-q2", "category": "temporal", "question": "When did Teodor carve a wooden fox?",
+     "gold": "24 April 2021", "prediction": "Not mentioned in the conversation", "evidence": ["D2:1", "D2:2"],
      "correct": False, "blame": ("ExtractionError", "extract", 1),
-     "reason": "The extraction for session 2 kept the puppy and the kids but dropped the painting on 20 May "
-               "2023; no memory ever held it, so nothing downstream could recover it."},
-    {"qid": "conv-26-q3", "category": "single_hop", "question": "Where does Caroline work?",
-     "gold": "Sunrise Bakery", "prediction": "Not mentioned in the conversation", "evidence": ["D1:4", "D3:2"],
+     "reason": "The extraction for session 2 kept the kitten and the kids but dropped the carving on 24 April "
+               "2021; no memory ever held it, so nothing downstream could recover it."},
+    {"qid": "demo-q3", "category": "single_hop", "question": "Where does Odalys work?",
+     "gold": "Quillfeather Bookshop", "prediction": "Not mentioned in the conversation", "evidence": ["D1:4", "D3:2"],
      "correct": False, "blame": ("DeletionError", "decide", 2),
-     "reason": "The update decision for session 3 deleted the memory 'Caroline works at the Sunrise Bakery' "
-               "although the new fact (pottery classes) does not contradict it."},
-    {"qid": "conv-26-q4", "category": "single_hop", "question": "What is the name of Melanie's dog?",
-     "gold": "Oscar", "prediction": "Not mentioned in the conversation", "evidence": ["D2:5"],
+     "reason": "The update decision for session 3 deleted the memory 'Odalys works at the Quillfeather Bookshop' "
+               "although the new fact (glassblowing classes) does not contradict it."},
+    {"qid": "demo-q4", "category": "single_hop", "question": "What is the name of Teodor's cat?",
+     "gold": "Marzipan", "prediction": "Not mentioned in the conversation", "evidence": ["D2:5"],
      "correct": False, "blame": ("RetrievalError", "retrieve", None),
-     "reason": "The memory 'Melanie adopted a golden retriever named Oscar' was live but not among the top-k "
+     "reason": "The memory 'Teodor adopted a grey tabby named Marzipan' was live but not among the top-k "
                "retrieved units for this question."},
-    {"qid": "conv-26-q5", "category": "single_hop", "question": "What instrument does Melanie play?",
-     "gold": "Violin", "prediction": "Piano", "evidence": ["D1:5"],
+    {"qid": "demo-q5", "category": "single_hop", "question": "What instrument does Teodor play?",
+     "gold": "Cello", "prediction": "Guitar", "evidence": ["D1:5"],
      "correct": False, "blame": ("ResponseError", "answer", None),
-     "reason": "The retrieved context says Melanie plays violin; the answer op replied 'Piano'."},
-    {"qid": "conv-26-q6", "category": "multi_hop", "question": "How many kids does Melanie have?",
+     "reason": "The retrieved context says Teodor plays cello; the answer op replied 'Guitar'."},
+    {"qid": "demo-q6", "category": "multi_hop", "question": "How many kids does Teodor have?",
      "gold": "Two", "prediction": "One", "evidence": ["D2:3", "D2:4", "D3:4"],
      "correct": False, "blame": ("UpdateError", "decide", 2),
-     "reason": "The update decision merged 'youngest starts kindergarten' into the kids memory as "
-               "'Melanie has one kid', overwriting the count of two."},
-    {"qid": "conv-26-q7", "category": "open_domain", "question": "Would Caroline enjoy a <b>ceramics</b> fair?",
+     "reason": "The update decision merged 'youngest starts school' into the kids memory as "
+               "'Teodor has one kid', overwriting the count of two."},
+    {"qid": "demo-q7", "category": "open_domain", "question": "Would Odalys enjoy a <b>glassware</b> fair?",
      "gold": "Likely yes", "prediction": "No", "evidence": ["D3:1"], "correct": False, "blame": None,
      "reason": ""},
 ]
 
-# facts each real session's extraction returns (session 2 drops the painting: the extraction error)
+# facts each real session's extraction returns (session 2 drops the carving: the extraction error)
 FACTS = [
-    ["Caroline went to an LGBTQ support group on 7 May 2023.", "Caroline researched adoption agencies.",
-     "Caroline works at the Sunrise Bakery.", "Melanie plays violin."],
-    ["Melanie has two kids.", "Melanie adopted a golden retriever named Oscar."],
-    ["Caroline takes pottery classes on weekends.", "Melanie's youngest starts kindergarten in the fall."],
+    ["Odalys joined a sea-swimming club on 11 April 2021.", "Odalys researched sailing schools.",
+     "Odalys works at the Quillfeather Bookshop.", "Teodor plays cello."],
+    ["Teodor has two kids.", "Teodor adopted a grey tabby named Marzipan."],
+    ["Odalys takes glassblowing classes on weekends.", "Teodor's youngest starts school in the autumn."],
 ]
 
 
@@ -197,15 +198,15 @@ def _memorize(w: _GraphWriter, session: int, date: str, turns: list[tuple[str, s
 
 
 def _filler(w: _GraphWriter, index: int, live: list[str]) -> list[str]:
-    turns = [("Caroline", f"Filler chat {index}, part {i}: the weather, the news, weekend plans.") for i in range(1, 7)]
+    turns = [("Odalys", f"Filler chat {index}, part {i}: the weather, the news, weekend plans.") for i in range(1, 7)]
     session = 100 + index
-    facts = [f"Caroline mentioned weekend plan #{index}."]
-    new = _memorize(w, session, "1 June 2023", turns, facts, [("ADD", None, facts[0])], live[-5:])
+    facts = [f"Odalys mentioned weekend plan #{index}."]
+    new = _memorize(w, session, "6 May 2021", turns, facts, [("ADD", None, facts[0])], live[-5:])
     return list(new.values())
 
 
 def _build_graph(filler_sessions: int) -> tuple[nx.MultiDiGraph, dict[str, str], dict[str, dict[str, Any]]]:
-    graph = nx.MultiDiGraph(schema_version=1, system="mem0", dataset="locomo", sample_id=DEMO_SAMPLE_ID,
+    graph = nx.MultiDiGraph(schema_version=1, system="mem0", dataset="demo", sample_id=DEMO_SAMPLE_ID,
                             models={"task": _MODEL}, instructions={"extract_facts.predict": EXTRACT_INSTRUCTION,
                                                                     "update_decision.predict": DECIDE_INSTRUCTION,
                                                                     "answer.predict": ANSWER_INSTRUCTION})
@@ -221,18 +222,18 @@ def _build_graph(filler_sessions: int) -> tuple[nx.MultiDiGraph, dict[str, str],
     live += list(s2.values())
     for i in range(filler_sessions // 2, filler_sessions):
         live += _filler(w, i, live)
-    bakery, kids = s1[FACTS[0][2]], s2[FACTS[1][0]]
-    bakery_unit, kids_unit = graph.nodes[bakery]["unit_id"], graph.nodes[kids]["unit_id"]
+    bookshop, kids = s1[FACTS[0][2]], s2[FACTS[1][0]]
+    bookshop_unit, kids_unit = graph.nodes[bookshop]["unit_id"], graph.nodes[kids]["unit_id"]
     ops["decide:2"] = f"op:{w.seq + 2}"
     s3 = _memorize(w, 3, SESSIONS[2][0], SESSIONS[2][1], FACTS[2],
-              [("ADD", None, FACTS[2][0]), ("DELETE", bakery_unit, "Caroline takes pottery classes."),
-               ("UPDATE", kids_unit, "Melanie has one kid, starting kindergarten in the fall.")], [bakery, kids])
+              [("ADD", None, FACTS[2][0]), ("DELETE", bookshop_unit, "Odalys takes glassblowing classes."),
+               ("UPDATE", kids_unit, "Teodor has one kid, starting school in the autumn.")], [bookshop, kids])
     current = {u: f"mem:{u}@{v}" for u, v in w.units.items()}
     answers: dict[str, dict[str, Any]] = {}
     retrieved_for = {
-        "conv-26-q1": [s1[FACTS[0][1]]], "conv-26-q2": [s2[FACTS[1][1]]], "conv-26-q3": [current["m-1"]],
-        "conv-26-q4": [current["m-1"], s1[FACTS[0][3]]], "conv-26-q5": [s1[FACTS[0][3]]],
-        "conv-26-q6": [current[kids_unit]], "conv-26-q7": [s3[FACTS[2][0]]],
+        "demo-q1": [s1[FACTS[0][1]]], "demo-q2": [s2[FACTS[1][1]]], "demo-q3": [current["m-1"]],
+        "demo-q4": [current["m-1"], s1[FACTS[0][3]]], "demo-q5": [s1[FACTS[0][3]]],
+        "demo-q6": [current[kids_unit]], "demo-q7": [s3[FACTS[2][0]]],
     }
     for q in QUESTIONS:
         qnode, ans = f"q:{q['qid']}", f"ans:{q['qid']}"
@@ -268,10 +269,10 @@ def write_demo_run(root: str | Path, *, filler_sessions: int = 0, optimize: bool
     cases: list[dict[str, Any]] = []
     verdicts: list[dict[str, Any]] = []
     for q in QUESTIONS:
-        case_id = f"mem0/locomo/{q['qid']}"
+        case_id = f"mem0/demo/{q['qid']}"
         f1 = 1.0 if q["correct"] else 0.0
         cases.append({
-            "schema_version": 1, "case_id": case_id, "system": "mem0", "dataset": "locomo",
+            "schema_version": 1, "case_id": case_id, "system": "mem0", "dataset": "demo",
             "sample_id": DEMO_SAMPLE_ID, "question_id": q["qid"], "question": q["question"], "gold": q["gold"],
             "prediction": q["prediction"], "category": q["category"], "evidence": q["evidence"],
             "abstention": False, "scores": {"f1": f1, "bleu1": f1, "judge": f1}, "correct": q["correct"],
@@ -294,8 +295,8 @@ def write_demo_run(root: str | Path, *, filler_sessions: int = 0, optimize: bool
     (root / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
     (root / "verdicts.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts), encoding="utf-8")
     config = {
-        "schema_version": 1, "system": "mem0", "dataset": "locomo",
-        "data": {"path": "../shared/data/locomo/locomo10.json", "conversations": [DEMO_SAMPLE_ID], "questions": 7},
+        "schema_version": 1, "system": "mem0", "dataset": "demo",
+        "data": {"path": "demo_conversation.json", "conversations": [DEMO_SAMPLE_ID], "questions": 7},
         "models": {role: {"model": _MODEL, "api_base": None} for role in ("task", "judge", "reflection", "attributor")},
         "program": {"top_k": 10, "window_turns": 6, "similar_k": 5, "embedder": "minilm"},
     }
@@ -369,9 +370,9 @@ def _manifest(optimize: bool) -> dict[str, Any]:
                  {"instruction": EXTRACT_INSTRUCTION, "minibatch_score": 0.25, "val_score": None, "accepted": False,
                   "why": "rejected: minibatch 0.250 does not beat the current 0.500",
                   "local": {"blamed": 2, "fixed": 1, "kept": 1, "broken": 0, "lm_calls": 3},
-                  "demos": [{"session_date": "8 May 2023", "earlier_messages": "(none)",
-                             "new_messages": "Caroline: I went to a LGBTQ support group yesterday.",
-                             "facts": '["Caroline went to an LGBTQ support group on 7 May 2023."]'}]},
+                  "demos": [{"session_date": "12 April 2021", "earlier_messages": "(none)",
+                             "new_messages": "Odalys: I joined a sea-swimming club yesterday.",
+                             "facts": '["Odalys joined a sea-swimming club on 11 April 2021."]'}]},
              ],
              "accepted": False, "val_accuracy": 0.36, "lm_calls": 88},
         ]

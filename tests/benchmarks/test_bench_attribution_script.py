@@ -61,10 +61,10 @@ def _human_split(tmp_path):
 
     root = write_demo_run(tmp_path / "run")
     run = load_run(root)
-    for form in ({"case_id": "mem0/locomo/conv-26-q3", "error_type": "DeletionError", "ops": ["op:10"],
-                  "rationale": "op:10 deleted 'works at the Sunrise Bakery'"},
-                 {"case_id": "mem0/locomo/conv-26-q4", "error_type": "RetrievalError", "ops": ["op:18", "op:19"]},
-                 {"case_id": "mem0/locomo/conv-26-q5", "error_type": "ResponseError", "ops": ["op:21"]}):
+    for form in ({"case_id": "mem0/demo/demo-q3", "error_type": "DeletionError", "ops": ["op:10"],
+                  "rationale": "op:10 deleted 'works at the Quillfeather Bookshop'"},
+                 {"case_id": "mem0/demo/demo-q4", "error_type": "RetrievalError", "ops": ["op:18", "op:19"]},
+                 {"case_id": "mem0/demo/demo-q5", "error_type": "ResponseError", "ops": ["op:21"]}):
         append_label(root, make_label(run, form, by="tester"))
     import_labels(root, root / "labels.jsonl", tmp_path / "split")
     return tmp_path / "split"
@@ -82,7 +82,7 @@ def test_the_human_split_is_scored_with_its_targets_and_misses(tmp_path):
     # right on the response failure; on the retrieval one it names op:19 (the answer op), one of the two acceptable
     # ops, with the wrong error type
     assert blame["human"] == {"n": 3, "type_acc": 1 / 3, "op_acc": 2 / 3}
-    assert [m["case_id"].split(":")[1] for m in blame["misses_human"]] == ["conv-26-q3", "conv-26-q4"]
+    assert [m["case_id"].split(":")[1] for m in blame["misses_human"]] == ["demo-q3", "demo-q4"]
     assert blame["misses_human"][0]["label"]["rationale"].startswith("op:10 deleted")
     lines = [t["target"] for t in results["targets"]]
     assert any(line.startswith("graphtrace op-level on human labels") for line in lines)

@@ -48,7 +48,7 @@ def test_a_plain_folder_works_and_the_file_store_switch_is_restored(demo_run: Pa
 def test_params_and_metrics_without_mlflow(demo_run: Path) -> None:
     run = load_run(demo_run)
     params = run_params(run)
-    assert params["data.conversations"] == "['conv-26']" and "schema_version" not in params
+    assert params["data.conversations"] == "['demo']" and "schema_version" not in params
     metrics = run_metrics(run)
     assert ("round_lm_calls", 96.0, 1) in metrics and ("accuracy.single_hop.f1", 0.25, 0) in metrics
 

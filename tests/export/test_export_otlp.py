@@ -31,7 +31,7 @@ def test_one_trace_with_a_span_per_op_lm_call_and_question(demo_run: Path, memor
     kinds = Counter(s.attributes["openinference.span.kind"] for s in spans)
     assert kinds["LLM"] == calls and kinds["RETRIEVER"] > 0
     root = next(s for s in spans if s.parent is None)
-    assert root.attributes["session.id"] == "conv-26"
+    assert root.attributes["session.id"] == "demo"
     by_node = {s.attributes["graph.node.id"]: s for s in spans}
     for op_id, data in graph.nodes(data=True):
         if data.get("kind") != "op":
@@ -46,8 +46,8 @@ def test_one_trace_with_a_span_per_op_lm_call_and_question(demo_run: Path, memor
 def test_read_path_ops_nest_under_their_question_with_scores_and_verdict(demo_run: Path, memory_exporter) -> None:
     spans, _ = _spans(demo_run, memory_exporter)
     by_node = {s.attributes["graph.node.id"]: s for s in spans}
-    question = by_node["q:conv-26-q3"]
-    assert question.attributes["input.value"] == "Where does Caroline work?"
+    question = by_node["q:demo-q3"]
+    assert question.attributes["input.value"] == "Where does Odalys work?"
     assert question.attributes["memtrace.verdict.error_type"] == "DeletionError"
     assert question.attributes["memtrace.correct"] is False
     events = {e.attributes["gen_ai.evaluation.name"]: e for e in question.events}
@@ -57,7 +57,7 @@ def test_read_path_ops_nest_under_their_question_with_scores_and_verdict(demo_ru
     assert [s.name for s in sorted(children, key=lambda s: s.start_time)] == ["mem0.retrieve", "mem0.answer"]
     retrieve = children[0] if children[0].name == "mem0.retrieve" else children[1]
     assert retrieve.attributes["gen_ai.operation.name"] == "search_memory"
-    assert retrieve.attributes["gen_ai.memory.query.text"] == "Where does Caroline work?"
+    assert retrieve.attributes["gen_ai.memory.query.text"] == "Where does Odalys work?"
 
 
 def test_blamed_op_and_memory_writes(demo_run: Path, memory_exporter) -> None:
@@ -70,7 +70,7 @@ def test_blamed_op_and_memory_writes(demo_run: Path, memory_exporter) -> None:
     assert writes == {"create_memory": 2, "upsert_memory": 1}  # sessions 1-2 add; session 3 adds, deletes, updates
     first = next(s for s in spans if s.name == "mem0.apply")
     assert first.attributes["gen_ai.memory.record.count"] == 4
-    assert "Sunrise Bakery" in first.attributes["gen_ai.memory.records"]
+    assert "Quillfeather Bookshop" in first.attributes["gen_ai.memory.records"]
 
 
 def test_llm_spans_follow_openinference(demo_run: Path, memory_exporter) -> None:
@@ -80,14 +80,14 @@ def test_llm_spans_follow_openinference(demo_run: Path, memory_exporter) -> None
     parent = next(s for s in spans if s.attributes["graph.node.id"] == "op:0")
     assert llm.attributes["llm.input_messages.0.message.role"] == "system"
     assert llm.attributes["llm.input_messages.0.message.content"].startswith("You keep the long-term memory")
-    assert json.loads(llm.attributes["llm.output_messages.0.message.content"])[0].startswith("Caroline")
+    assert json.loads(llm.attributes["llm.output_messages.0.message.content"])[0].startswith("Odalys")
     assert llm.attributes["llm.token_count.total"] == (
         llm.attributes["llm.token_count.prompt"] + llm.attributes["llm.token_count.completion"])
     assert parent.start_time <= llm.start_time <= llm.end_time <= parent.end_time
 
 
 def test_a_failed_op_has_an_error_status(demo_run: Path, memory_exporter) -> None:
-    path = demo_run / "graphs" / "conv-26.json"
+    path = demo_run / "graphs" / "demo.json"
     data = json.loads(path.read_text())
     node = next(n for n in data["nodes"] if n["id"] == "op:4")
     node["error"] = "reply did not parse"

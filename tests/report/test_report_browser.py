@@ -16,7 +16,7 @@ from memtrace_opt.report import write_report
 from memtrace_opt.report.browser import HeadlessChromium
 from memtrace_opt.report.demo_run import ANSWER_INSTRUCTION, DECIDE_INSTRUCTION, write_demo_run
 
-CASE = "mem0/locomo/conv-26-q3"  # "Where does Caroline work?": a bad update decision deleted the memory
+CASE = "mem0/demo/demo-q3"  # "Where does Odalys work?": a bad update decision deleted the memory
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_click_a_failed_question_see_its_graph_and_the_blamed_op(chromium: str, 
         assert browser.evaluate("document.querySelectorAll('.case-item').length") == 6
 
         browser.click(f'.case-item[data-case="{CASE}"]')
-        browser.wait_for("document.querySelector('.qhead .question').textContent === 'Where does Caroline work?'")
+        browser.wait_for("document.querySelector('.qhead .question').textContent === 'Where does Odalys work?'")
         assert browser.evaluate(f"document.querySelector('.case-item.sel').dataset.case === {json.dumps(CASE)}")
         drawn = browser.evaluate("document.querySelectorAll('#graph-svg .node').length")
         edges = browser.evaluate("document.querySelectorAll('#graph-svg path.edge').length")

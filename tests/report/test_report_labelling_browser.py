@@ -17,8 +17,8 @@ from memtrace_opt.report.browser import HeadlessChromium
 from memtrace_opt.report.labels import read_labels
 from memtrace_opt.report.serve import LabelServer
 
-DELETED = "mem0/locomo/conv-26-q3"  # the update decision op:10 deleted "works at the bakery"
-RETRIEVAL = "mem0/locomo/conv-26-q4"
+DELETED = "mem0/demo/demo-q3"  # the update decision op:10 deleted "works at the bookshop"
+RETRIEVAL = "mem0/demo/demo-q4"
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def _status(browser: HeadlessChromium) -> str:
 def test_label_two_questions_through_the_served_page(chromium: str, server: LabelServer) -> None:
     with HeadlessChromium(chromium, width=1440, height=1000) as browser:
         browser.open(server.url)
-        _fill(browser, DELETED, "UpdateError", ["op:10"], "op:10 decided DELETE on 'works at the Sunrise Bakery'")
+        _fill(browser, DELETED, "UpdateError", ["op:10"], "op:10 decided DELETE on 'works at the Quillfeather Bookshop'")
         browser.wait_for("document.getElementById('label-status').textContent === 'Saved to labels.jsonl.'")
         _fill(browser, RETRIEVAL, "RetrievalError", ["op:18", "op:19"], "the memory was stored but not retrieved")
         browser.wait_for("document.getElementById('label-status').textContent === 'Saved to labels.jsonl.'")

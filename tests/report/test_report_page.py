@@ -38,24 +38,24 @@ def test_report_is_one_offline_file(demo_run: Path) -> None:
     assert page.lower().count("</script>") == 2  # the data and the script, nothing else closes early
     data = _embedded(page)
     assert data["summary"]["system"] == "mem0"
-    question = next(c for c in data["cases"] if c["qid"] == "conv-26-q7")["question"]
-    assert question == "Would Caroline enjoy a <b>ceramics</b> fair?"
-    assert "<b>ceramics" not in page  # only ever as an escaped JSON string
+    question = next(c for c in data["cases"] if c["qid"] == "demo-q7")["question"]
+    assert question == "Would Odalys enjoy a <b>glassware</b> fair?"
+    assert "<b>glassware" not in page  # only ever as an escaped JSON string
 
 
 def test_payload_lists_failed_questions_with_verdicts_views_and_rounds(demo_run: Path) -> None:
     payload = build_payload(load_run(demo_run))
     cases = {c["qid"]: c for c in payload["cases"]}
-    assert len(cases) == 6 and "conv-26-q1" not in cases  # the right answer is not a failure
-    assert cases["conv-26-q3"]["etype"] == "DeletionError" and cases["conv-26-q3"]["op"] == "mem0.update_decision"
-    assert cases["conv-26-q7"]["etype"] == "Unattributed" and cases["conv-26-q7"]["verdicts"][0]["error"]
+    assert len(cases) == 6 and "demo-q1" not in cases  # the right answer is not a failure
+    assert cases["demo-q3"]["etype"] == "DeletionError" and cases["demo-q3"]["op"] == "mem0.update_decision"
+    assert cases["demo-q7"]["etype"] == "Unattributed" and cases["demo-q7"]["verdicts"][0]["error"]
     assert payload["error_types"]["DeletionError"] == 1 and payload["ops"]["mem0.update_decision"] == 2
     assert set(payload["views"]) == {c["id"] for c in payload["cases"]}
-    described = payload["nodes"]["graphs/conv-26.json"]
+    described = payload["nodes"]["graphs/demo.json"]
     drawn = {n[0] for view in payload["views"].values() for n in view["nodes"]}
     assert set(described) == drawn  # only the nodes some view draws are described
-    blamed = cases["conv-26-q3"]["op_id"]
-    view = payload["views"][cases["conv-26-q3"]["id"]]
+    blamed = cases["demo-q3"]["op_id"]
+    view = payload["views"][cases["demo-q3"]["id"]]
     assert any(n[0] == blamed and "b" in n[3] for n in view["nodes"])
     instruction = described[blamed]["instructions"]  # shared by every decision op: stored once
     assert payload["strings"][instruction["$s"]].startswith("You maintain a memory store.")

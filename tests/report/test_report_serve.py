@@ -16,8 +16,8 @@ from memtrace_opt.report import load_run, write_report
 from memtrace_opt.report.labels import LabelError, append_label, latest_labels, make_label, read_labels
 from memtrace_opt.report.serve import LabelServer
 
-DELETED = "mem0/locomo/conv-26-q3"  # a bad update decision (op:10) deleted the memory
-RETRIEVAL = "mem0/locomo/conv-26-q4"
+DELETED = "mem0/demo/demo-q3"  # a bad update decision (op:10) deleted the memory
+RETRIEVAL = "mem0/demo/demo-q4"
 
 
 @pytest.fixture
@@ -56,13 +56,13 @@ def test_a_posted_label_is_written_at_once_and_shown_after_a_reload(server: Labe
     assert first["labelling"] == {"mode": "server", "endpoint": "labels", "by": "tester"} and first["labels"] == {}
 
     status, line = _post(server, json.dumps({"case_id": DELETED, "error_type": "UpdateError", "ops": ["op:10"],
-                                             "rationale": "decided DELETE on\n'works at the bakery'", "by": ""}).encode())
+                                             "rationale": "decided DELETE on\n'works at the bookshop'", "by": ""}).encode())
     assert status == 200, line
     [written] = read_labels(server.labels_path)  # on disk before the reply
     assert written == line
     assert (line["source"], line["op_id"], line["op"], line["ops"], line["by"]) == (
         "human", "op:10", "mem0.update_decision", ["op:10"], "tester")
-    assert line["rationale"] == "decided DELETE on 'works at the bakery'" and line["at"].endswith("Z")
+    assert line["rationale"] == "decided DELETE on 'works at the bookshop'" and line["at"].endswith("Z")
 
     again = _page_payload(_get(server.url))  # a reload shows the label
     assert again["labels"][DELETED]["error_type"] == "UpdateError"

@@ -25,9 +25,9 @@ from memtrace_opt.report import load_run
 from memtrace_opt.report.demo_run import write_demo_run
 from memtrace_opt.report.labels import append_label, make_label
 
-DELETED = "mem0/locomo/conv-26-q3"
-RETRIEVAL = "mem0/locomo/conv-26-q4"
-RESPONSE = "mem0/locomo/conv-26-q5"
+DELETED = "mem0/demo/demo-q3"
+RETRIEVAL = "mem0/demo/demo-q4"
+RESPONSE = "mem0/demo/demo-q5"
 
 
 @pytest.fixture
@@ -48,15 +48,15 @@ def test_import_adds_the_labelled_cases_with_their_graphs(labelled_run: Path, tm
     assert (summary.added, summary.replaced, summary.cases) == (3, 0, 3)
     root, cases = load_bench(out)
     by_question = {c.question_id: c for c in cases}
-    deleted = by_question["conv-26-q3"]
-    assert deleted.case_id == human_case_id("mem0", "conv-26-q3", "run")
+    deleted = by_question["demo-q3"]
+    assert deleted.case_id == human_case_id("mem0", "demo-q3", "run")
     assert deleted.label == Label("DeletionError", "op:10", "mem0.update_decision", "human", ("op:10",), "relabelled",
                                   "tester", deleted.label.at)  # the latest label of the case
-    assert by_question["conv-26-q4"].label.ops == ("op:18", "op:19") and by_question["conv-26-q4"].label.by == "ann"
-    gold = by_question["conv-26-q5"].label
+    assert by_question["demo-q4"].label.ops == ("op:18", "op:19") and by_question["demo-q4"].label.by == "ann"
+    gold = by_question["demo-q5"].label
     assert (gold.error_type, gold.op_id, gold.ops) == ("GoldError", None, ())
     view = GraphView(load_case_graph(root / deleted.graph))  # the graph travelled with the cases
-    assert view.op_name("op:10") == "mem0.update_decision" and deleted.graph.startswith("graphs/mem0/conv-26/")
+    assert view.op_name("op:10") == "mem0.update_decision" and deleted.graph.startswith("graphs/mem0/demo/")
     assert deleted.gold and deleted.prediction and deleted.evidence
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["counts"]["mem0"] == {"human/DeletionError": 1, "human/GoldError": 1, "human/RetrievalError": 1}
