@@ -4,8 +4,8 @@ the question-answering operation (one Signature, one op class per system so each
 Token counts are estimates (about four characters per token, which is close for English chat text with the
 Qwen and Llama tokenizers); they size buffers and context budgets, nothing is billed by them.
 
-Dates: session timestamps are shown as "Friday, 21 April 2023"; extraction ops also get, next to the session
-date, what the relative expressions in their messages mean ('"last Sunday" = Sunday, 16 April 2023'),
+Dates: session timestamps are shown as "Friday, 23 April 2021"; extraction ops also get, next to the session
+date, what the relative expressions in their messages mean ('"last Sunday" = Sunday, 18 April 2021'),
 computed here, because small local models copy a date far more reliably than they do calendar arithmetic.
 
 Answering: the LM replies "None" when the context does not hold the answer (small models say that far more
@@ -74,8 +74,8 @@ def clip_text(text: str, max_tokens: int) -> str:
 
 
 # dates --------------------------------------------------------------------------------------------------
-_LOCOMO_DATE = re.compile(r"(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})")  # "1:56 pm on 8 May, 2023"
-_ISO_DATE = re.compile(r"(\d{4})[/-](\d{1,2})[/-](\d{1,2})")  # "2023/05/20 (Sat) 02:21"
+_LOCOMO_DATE = re.compile(r"(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})")  # "4:20 pm on 12 April, 2021"
+_ISO_DATE = re.compile(r"(\d{4})[/-](\d{1,2})[/-](\d{1,2})")  # "2021/04/24 (Sat) 09:40"
 _MONTHS = {m.lower(): i for i, m in enumerate(
     ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
      "November", "December"], start=1)}
@@ -83,8 +83,8 @@ _MONTHS.update({name[:3]: i for name, i in list(_MONTHS.items())})
 
 
 def parse_date(text: str | None) -> date | None:
-    """The calendar day of a session timestamp in LoCoMo ("1:56 pm on 8 May, 2023") or LongMemEval
-    ("2023/05/20 (Sat) 02:21") form; None when there is none."""
+    """The calendar day of a session timestamp in LoCoMo ("4:20 pm on 12 April, 2021") or LongMemEval
+    ("2021/04/24 (Sat) 09:40") form; None when there is none."""
     if not text:
         return None
     match = _ISO_DATE.search(text)
@@ -103,7 +103,7 @@ def parse_date(text: str | None) -> date | None:
 
 
 def display_date(text: str | None) -> str:
-    """A session timestamp as the LM sees it: "Monday, 8 May 2023" when it parses, else as given."""
+    """A session timestamp as the LM sees it: "Monday, 12 April 2021" when it parses, else as given."""
     day = parse_date(text)
     if day is None:
         return text or "unknown date"
@@ -163,7 +163,7 @@ def _resolve_one(expression: str, day: date) -> str | None:
 
 def relative_date_hints(text: str, when: str | None) -> str:
     """What the relative time expressions in `text` mean when said on `when`, e.g. '"last Sunday" = Sunday,
-    16 April 2023'; empty when there are none. A small model copies these far more reliably than it does
+    18 April 2021'; empty when there are none. A small model copies these far more reliably than it does
     calendar arithmetic, so extraction prompts show them next to the session date."""
     day = parse_date(when)
     if day is None:
@@ -273,12 +273,12 @@ class AnswerQuestion(dspy.Signature):
     If the context does not state the answer for the person the question names (the thing is never mentioned,
     or it is said about somebody else), reply: None
     Otherwise reply with the answer in a few words, never a full sentence. A "when" question is answered with
-    a date such as "7 May 2023" or "June 2023", worked out from the date of the session where it was said:
+    a date such as "11 April 2021" or "June 2021", worked out from the date of the session where it was said:
     "yesterday" or "last Sunday" count back from that date."""
 
     context: str = dspy.InputField(desc="the conversation memory, dated by session")
     question: str = dspy.InputField()
-    answer: str = dspy.OutputField(desc='a few words, e.g. "Biscuit", "7 May 2023", "Boston, Denver"; or None')
+    answer: str = dspy.OutputField(desc='a few words, e.g. "Marzipan", "11 April 2021", "Tallinn, Ljubljana"; or None')
 
 
 class AnswerOp(BoundedLMOperation):

@@ -223,7 +223,7 @@ class ExtractEventLogSignature(dspy.Signature):
 
     episode_date: str = dspy.InputField(desc="when the episode took place, and what its relative dates mean")
     conversation: str = dspy.InputField()
-    events: list[str] = dspy.OutputField(desc='e.g. ["On 7 May 2023 Caroline went to an LGBTQ support group."]')
+    events: list[str] = dspy.OutputField(desc='e.g. ["On 11 April 2021 Odalys joined a sea-swimming club."]')
 
 
 class ExtractEventLog(BoundedLMOperation):

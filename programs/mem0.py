@@ -95,7 +95,7 @@ class ExtractFactsSignature(dspy.Signature):
     session_date: str = dspy.InputField(desc="when the new messages were said, and what their relative dates mean")
     earlier_messages: str = dspy.InputField(desc="context only; may be empty")
     new_messages: str = dspy.InputField()
-    facts: list[str] = dspy.OutputField(desc='e.g. ["Caroline went to an LGBTQ support group on 7 May 2023."]')
+    facts: list[str] = dspy.OutputField(desc='e.g. ["Odalys joined a sea-swimming club on 11 April 2021."]')
 
 
 class ExtractFacts(BoundedLMOperation):

@@ -6,7 +6,7 @@ instruction-sensitive, so a test (or the optimizer) can show that a better instr
         program(...)
 
 Each skill is picked by the output field names of a Signature (see the table) and reads the input fields as
-the ChatAdapter printed them: transcripts are "[Weekday, 8 May 2023]" header lines followed by
+the ChatAdapter printed them: transcripts are "[Weekday, 12 April 2021]" header lines followed by
 "Speaker: text" lines, memories are "- text" lines under such headers. The rules are lexical on purpose
 (crude stemming, no synonyms): on the packaged sample about half of the questions come out right.
 
@@ -15,7 +15,7 @@ anywhere in the instruction text):
 
 | skill (output fields) | behaviour | instruction rule |
 |---|---|---|
-| `facts` (mem0.extract_facts) | one fact per informative sentence of the new messages (3+ content words, not a question), first person rewritten to the speaker's name; image captions become "X shared a photo of ..." | no "date" in the instruction: facts holding a number or a time word (yesterday, last week, May, Monday, ...) are DROPPED. With "date", or a demo (a worked example before the request) whose facts hold a time word or number: relative times are resolved against the session date ("yesterday" -> "on 7 May 2023") |
+| `facts` (mem0.extract_facts) | one fact per informative sentence of the new messages (3+ content words, not a question), first person rewritten to the speaker's name; image captions become "X shared a photo of ..." | no "date" in the instruction: facts holding a number or a time word (yesterday, last week, May, Monday, ...) are DROPPED. With "date", or a demo (a worked example before the request) whose facts hold a time word or number: relative times are resolved against the session date ("yesterday" -> "on 11 April 2021") |
 | `memory_actions` (mem0.update_decision) | per fact, the most similar shown memory by token overlap (Jaccard): NONE if it holds all the fact's content words; a negation cue (cancelled, no longer, quit, ...) with overlap >= 0.2: DELETE that memory and ADD the fact; >= 0.4: UPDATE with the memory's text and the fact merged; else ADD | DELETE needs "contradict" in the instruction (else the fact is just ADDed); UPDATE needs "merge" (else ADD, leaving a stale duplicate) |
 | `episode_ends` (evermemos.detect_boundary) | true when the newest messages share almost no content words with the current episode (Jaccard < 0.08) or open with a farewell/greeting | without "topic" in the instruction: always false |
 | `episode` (evermemos.extract_episode) | "Speaker said that ..." sentences of the informative messages, in order | with "absolute": starts "On <date>," and resolves relative times; without: relative times stay ("yesterday") |

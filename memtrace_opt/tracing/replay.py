@@ -2,7 +2,7 @@
 
     result = replay(program, conversation, questions, events_or_graph,
                     instructions={"answer.predict": "Answer in one word."},   # rewrite a predictor
-                    forced={12: {"facts": ["Caroline moved to Paris."]}})      # override op:12's outputs
+                    forced={12: {"facts": ["Odalys moved to Tallinn."]}})      # override op:12's outputs
     result.answers, result.graph, result.lm_calls
 
 Rules (see `memtrace_opt.memory.ops.ReplayControl`):

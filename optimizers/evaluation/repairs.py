@@ -156,7 +156,7 @@ _FIRST_PERSON = ((r"\bI'm\b", "{s} is"), (r"\bI am\b", "{s} is"), (r"\bI was\b",
 
 def as_fact(speaker: str, text: str, timestamp: str | None = None) -> str:
     """A turn written as a fact: its first person rewritten with the speaker's name (a sentence that does not
-    start with the name gets "Name: " before it), the turn's date after it ("(8 May, 2023)")."""
+    start with the name gets "Name: " before it), the turn's date after it ("(12 April, 2021)")."""
     fact = " ".join(text.split())
     if speaker:
         for pattern, replacement in _FIRST_PERSON:

@@ -48,8 +48,8 @@ __all__ = ["TARGET_SHARE", "LocalCase", "LocalCheckGate", "LocalResult", "local_
 
 log = logging.getLogger(__name__)
 
-# Words that carry no answer: a gold answer "They look graceful" is carried by "look" and "grace" alone. A share of
-# the tokens (say half) is not enough: "Finding Freedom" would be carried by any "finding".
+# Words that carry no answer: a gold answer "They seem cheerful" is carried by "seem" and "cheer" alone. A share of
+# the tokens (say half) is not enough: "Finding Harbours" would be carried by any "finding".
 _FUNCTION_WORDS = frozenset(answer_tokens(
     "i me my we our you your he him his she her it its they them their this that these those who whom what which "
     "is are was were be been being am do does did has have had will would shall should can could may might must "
@@ -58,7 +58,7 @@ _FUNCTION_WORDS = frozenset(answer_tokens(
 
 
 # a re-run produces a repair's fact when one part holds this share of its content words: the repair's own words
-# ("yesterday ... (8 May, 2023)") and a candidate's ("on 7 May 2023") differ where both carry the fact
+# ("yesterday ... (12 April, 2021)") and a candidate's ("on 11 April 2021") differ where both carry the fact
 TARGET_SHARE = 0.7
 
 

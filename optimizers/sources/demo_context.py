@@ -11,7 +11,7 @@ cut would not shorten, stays whole.
 Only the step that writes the answer gets compact demos: an extraction's or an update decision's output covers all
 of its input, and a cut input would no longer match it (`writes_answers`).
 
-    compact_context(transcript, anchors=["I went to a LGBTQ support group yesterday"], query="When ... 7 May 2023")
+    compact_context(transcript, anchors=["I joined a sea-swimming club yesterday"], query="When ... 11 April 2021")
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ __all__ = ["compact_context", "case_anchors", "writes_answers", "COMPACT_CHARS",
 COMPACT_CHARS = 1500  # an input field longer than this is cut, in an answer demo, to the lines around its answer
 WINDOW = 2  # lines kept either side of each line that holds the answer
 _NEEDLE = 80  # characters of an evidence turn looked for in a line
-_SHORT = 20  # a shorter needle must end the line ("Caroline: Yes!" is not found inside another turn)
-_HEADER = re.compile(r"^\[[^\]]*\]$")  # "[Monday, 8 May 2023]"
+_SHORT = 20  # a shorter needle must end the line ("Odalys: Yes!" is not found inside another turn)
+_HEADER = re.compile(r"^\[[^\]]*\]$")  # "[Monday, 12 April 2021]"
 
 
 def _flat(text: str) -> str:
