@@ -41,6 +41,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -103,103 +104,142 @@ def build_graph(events: Iterable[Event | dict[str, Any]], *, content_lineage: bo
         return _build(events, content_lineage)
 
 
-def _build(events: Iterable[Event | dict[str, Any]], content_lineage: bool = True) -> nx.MultiDiGraph:
-    run: RunStart | None = None
-    turns: list[TurnEvent] = []
-    ops: list[OpEvent] = []
-    lm_by_op: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
-    store_by_op: dict[str | None, list[StoreRecord]] = defaultdict(list)
-    questions: list[QuestionEvent] = []
-    answers: list[AnswerEvent] = []
-    for event in events_of(events):
-        if isinstance(event, OpEvent):
-            ops.append(event)
-        elif isinstance(event, StoreRecord):
-            store_by_op[event.op_call_id].append(event)
-        elif isinstance(event, LMCallEvent):
-            lm_by_op[event.op_call_id].append(
-                {
-                    "model": event.model,
-                    "messages": event.messages,
-                    "response": event.response,
-                    "prompt_tokens": event.prompt_tokens,
-                    "completion_tokens": event.completion_tokens,
-                    "seconds": event.seconds,
-                    "cached": event.cached,
-                }
-            )
-        elif isinstance(event, TurnEvent):
-            turns.append(event)
-        elif isinstance(event, QuestionEvent):
-            questions.append(event)
-        elif isinstance(event, AnswerEvent):
-            answers.append(event)
-        elif isinstance(event, RunStart):
-            run = event
+@dataclass
+class _Trace:
+    """The events of one run, sorted by kind: LM calls and store records grouped by the op call they belong to."""
 
+    run: RunStart | None = None
+    turns: list[TurnEvent] = field(default_factory=list)
+    ops: list[OpEvent] = field(default_factory=list)
+    lm_by_op: dict[str | None, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    store_by_op: dict[str | None, list[StoreRecord]] = field(default_factory=lambda: defaultdict(list))
+    questions: list[QuestionEvent] = field(default_factory=list)
+    answers: list[AnswerEvent] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, events: Iterable[Event | dict[str, Any]]) -> _Trace:
+        trace = cls()
+        for event in events_of(events):
+            if isinstance(event, OpEvent):
+                trace.ops.append(event)
+            elif isinstance(event, StoreRecord):
+                trace.store_by_op[event.op_call_id].append(event)
+            elif isinstance(event, LMCallEvent):
+                trace.lm_by_op[event.op_call_id].append(_lm_call(event))
+            elif isinstance(event, TurnEvent):
+                trace.turns.append(event)
+            elif isinstance(event, QuestionEvent):
+                trace.questions.append(event)
+            elif isinstance(event, AnswerEvent):
+                trace.answers.append(event)
+            elif isinstance(event, RunStart):
+                trace.run = event
+        trace.ops.sort(key=lambda o: o.seq)
+        return trace
+
+
+def _lm_call(event: LMCallEvent) -> dict[str, Any]:
+    """An op node's `lm_calls` entry."""
+    return {
+        "model": event.model,
+        "messages": event.messages,
+        "response": event.response,
+        "prompt_tokens": event.prompt_tokens,
+        "completion_tokens": event.completion_tokens,
+        "seconds": event.seconds,
+        "cached": event.cached,
+    }
+
+
+@dataclass(frozen=True)
+class _CallTree:
+    """The recorded op calls by call id: their node ids, seqs and enclosing calls."""
+
+    node_of: dict[str, str]
+    seq_of: dict[str, int]
+    parent_of: dict[str, str | None]
+
+    @classmethod
+    def of(cls, ops: list[OpEvent]) -> _CallTree:
+        return cls({o.call_id: op_id(o.seq) for o in ops}, {o.call_id: o.seq for o in ops},
+                   {o.call_id: o.parent_call_id for o in ops})
+
+    def ancestors(self, op: OpEvent) -> frozenset[int]:
+        """The seqs of the recorded calls that enclose `op`."""
+        chain = []
+        walk: str | None = op.parent_call_id
+        while walk is not None and walk in self.seq_of:
+            chain.append(self.seq_of[walk])
+            walk = self.parent_of.get(walk)
+        return frozenset(chain)
+
+    def writes(self, store_by_op: dict[str | None, list[StoreRecord]]) -> dict[str, set[str]]:
+        """The unit versions each call wrote (for "is this output ref the op's own write"); an op's writes
+        include those of ops nested in it."""
+        writes_by_op: dict[str, set[str]] = defaultdict(set)
+        for call_id, records in store_by_op.items():
+            if call_id is None:
+                continue
+            written = {mem_id(r.unit["unit_id"], int(r.unit["version"])) for r in records if r.action != "read"}
+            ancestor: str | None = call_id
+            while written and ancestor is not None:
+                writes_by_op[ancestor] |= written
+                ancestor = self.parent_of.get(ancestor)
+        return writes_by_op
+
+
+def _build(events: Iterable[Event | dict[str, Any]], content_lineage: bool = True) -> nx.MultiDiGraph:
+    trace = _Trace.of(events)
+    calls = _CallTree.of(trace.ops)
     b = Builder(content=content_lineage)
-    for turn in turns:
+    for turn in trace.turns:
         b.turn({"dia_id": turn.dia_id, "speaker": turn.speaker, "text": turn.text,
                 "session_index": turn.session_index, "timestamp": turn.timestamp,
                 "image_caption": turn.image_caption})
-    for question in questions:
+    for question in trace.questions:
         b.question(question.question)
-
-    ops.sort(key=lambda o: o.seq)
-    node_of = {o.call_id: op_id(o.seq) for o in ops}
-    seq_of = {o.call_id: o.seq for o in ops}
-    parent_of = {o.call_id: o.parent_call_id for o in ops}
-    # who wrote each unit version (for "is this output ref the op's own write")
-    writes_by_op: dict[str, set[str]] = defaultdict(set)
-    for call_id, records in store_by_op.items():
-        if call_id is None:
-            continue
-        written = {mem_id(r.unit["unit_id"], int(r.unit["version"])) for r in records if r.action != "read"}
-        ancestor: str | None = call_id
-        while written and ancestor is not None:  # an op's writes include those of ops nested in it
-            writes_by_op[ancestor] |= written
-            ancestor = parent_of.get(ancestor)
-    answer_of_op = {a.op_call_id: a.question_id for a in answers if a.op_call_id is not None}
-    empty: set[str] = set()
-    for o in ops:
-        ancestors: frozenset[int] = frozenset()
-        parent = o.parent_call_id
-        if parent is not None:
-            chain = []
-            walk: str | None = parent
-            while walk is not None and walk in seq_of:
-                chain.append(seq_of[walk])
-                walk = parent_of.get(walk)
-            ancestors = frozenset(chain)
-        b.op(
-            o,
-            node_of[o.call_id],
-            node_of.get(parent) if parent is not None else None,
-            lm_by_op.get(o.call_id, []),
-            store_by_op.get(o.call_id, []),
-            writes_by_op.get(o.call_id, empty),
-            answer_of_op.get(o.call_id),
-            ancestors,
-        )
-    for call_id, records in store_by_op.items():
-        if call_id is None or call_id not in node_of:  # writes with no recorded op (a crash mid-op)
+    _add_ops(b, trace, calls)
+    for call_id, records in trace.store_by_op.items():
+        if call_id is None or call_id not in calls.node_of:  # writes with no recorded op (a crash mid-op)
             for record in records:
                 if record.action != "read":
                     b.mem(record.unit)
-    for answer in answers:
+    for answer in trace.answers:
         b.nodes[b.answer(answer.question_id, answer.answer)]["error"] = answer.error
-    return b.graph(
-        {
-            "schema_version": GRAPH_SCHEMA_VERSION,
-            "system": run.system if run else "",
-            "dataset": run.dataset if run else "",
-            "sample_id": run.sample_id if run else "",
-            "models": run.models if run else {},
-            "instructions": run.instructions if run else {},
-            "config": run.config if run else {},
-            "meta": run.meta if run else {},
-        }
-    )
+    return b.graph(_graph_attrs(trace.run))
+
+
+def _add_ops(b: Builder, trace: _Trace, calls: _CallTree) -> None:
+    """Every op call in seq order, with its LM calls, store records, own writes, answer and enclosing calls."""
+    writes_by_op = calls.writes(trace.store_by_op)
+    answer_of_op = {a.op_call_id: a.question_id for a in trace.answers if a.op_call_id is not None}
+    empty: set[str] = set()
+    for o in trace.ops:
+        parent = o.parent_call_id
+        b.op(
+            o,
+            calls.node_of[o.call_id],
+            calls.node_of.get(parent) if parent is not None else None,
+            trace.lm_by_op.get(o.call_id, []),
+            trace.store_by_op.get(o.call_id, []),
+            writes_by_op.get(o.call_id, empty),
+            answer_of_op.get(o.call_id),
+            calls.ancestors(o),
+        )
+
+
+def _graph_attrs(run: RunStart | None) -> dict[str, Any]:
+    """The graph attributes: the schema version and what the run-start event says of the run."""
+    return {
+        "schema_version": GRAPH_SCHEMA_VERSION,
+        "system": run.system if run else "",
+        "dataset": run.dataset if run else "",
+        "sample_id": run.sample_id if run else "",
+        "models": run.models if run else {},
+        "instructions": run.instructions if run else {},
+        "config": run.config if run else {},
+        "meta": run.meta if run else {},
+    }
 
 
 # saving ------------------------------------------------------------------------------------------------
