@@ -280,155 +280,32 @@ def _run_conversations(
     progress: bool,
 ) -> RunSummary:
     """The conversations of `dataset` not in `done`, then the manifest (with `prior`'s usage and time added)."""
-    from memtrace_opt.tracing import (
-        EventWriter,
-        build_graph,
-        program_instructions,
-        save_graph,
-        trace_conversation,
-    )
-    from memtrace_opt.tracing.lineage_check import LineageCheck, describe_breaks, lineage_check
+    from memtrace_opt.tracing.lineage_check import describe_breaks
 
-    judge = _make_judge() if request.judge else None
-    judge_lm = models.judge if request.judge else None
-    instructions = program_instructions(program)
-    rows: list[ScoreRow] = [_row(c) for cases in done.values() for c in cases]
-    rows_lock = threading.Lock()
-    op_failures_by = {k: int(v) for k, v in (prior.get("op_failures_by_conversation") or {}).items() if k in done}
-    stop = threading.Event()
-    stopped_why: list[str] = []
-    todo = [c for c in dataset.conversations if c.sample_id not in done]
-    resumed = "status" in prior  # the manifest of an earlier process: this one resumes its run
     tracker = _Progress(dataset, models, console, progress)
-    lineage: list[LineageCheck] = []  # list.append is atomic: conversation threads append concurrently
     for conversation in dataset.conversations:
         if conversation.sample_id in done:
             tracker.skip(conversation)
-
-    def check() -> None:
-        if not stop.is_set() and request.max_failures and models.usage.failure_streak >= request.max_failures:
-            stopped_why.append(f"{models.usage.failure_streak} LM calls failed in a row")
-            stop.set()
-        if stop.is_set():
-            raise _Stopped
-
-    def manifest(status: str, **more: Any) -> dict[str, Any]:
-        with rows_lock:
-            table = category_table(rows)
-            counted = list(rows)
-        data = {
-            "kind": "run",
-            "status": status,
-            "versions": versions(),
-            "started_at": prior.get("started_at") or datetime.fromtimestamp(started, timezone.utc).isoformat(),
-            "ended_at": datetime.now(timezone.utc).isoformat(),
-            "seconds": round(float(prior.get("seconds") or 0.0) + time.time() - started, 2),
-            "resumed": int(prior.get("resumed") or 0) + int(resumed),
-            "usage": add_usage(_prior_usage(prior), models.usage.to_dict()),
-            "counts": {
-                "conversations": len(dataset.conversations),
-                "conversations_done": len(op_failures_by),
-                "questions": len(counted),
-                "correct": sum(r.correct for r in counted),
-                "op_failures": sum(op_failures_by.values()),
-            },
-            "op_failures_by_conversation": dict(sorted(op_failures_by.items())),
-            "accuracy": table.to_dict(),
-            **more,
-        }
-        run.write_manifest(data)
-        return data
-
-    def one_conversation(conversation: Conversation) -> None:
-        check()
-        graph_rel = str(run.graph_path(conversation.sample_id).relative_to(run.root))
-        questions = {q.question_id: q for q in conversation.questions}
-
-        def on_session_done(*_: Any) -> None:
-            tracker.session_done()
-            check()
-
-        def on_question_done(question: Question, answer: str, prediction: Any) -> None:
-            tracker.question_done()
-            check()
-
-        meta = {
-            "system": request.system,
-            "dataset": dataset.name,
-            "sample_id": conversation.sample_id,
-            "models": models.names(),
-            "instructions": instructions,
-            "program": program.config.to_dict(),
-        }
-        writer = EventWriter(run.events_path(conversation.sample_id), background=True)
-        with dspy.context(lm=models.task), contextlib.closing(writer):
-            traced = trace_conversation(
-                program,
-                conversation,
-                list(conversation.questions),
-                writer=writer,
-                meta=meta,
-                on_session_done=on_session_done,
-                on_question_done=on_question_done,
-            )
-        graph = build_graph(traced.events)
-        save_graph(graph, run.graph_path(conversation.sample_id))
-        lineage.append(lineage_check(graph))
-        # Judge after the conversation's questions are answered: interleaving judge calls with answer calls
-        # would evict the answer prompts' shared prefix from a local model's KV cache. The answers are already
-        # safe in events.jsonl.
-        records = [_case(request, dataset, conversation, questions[qid], answer, traced.errors.get(qid), graph_rel,
-                         judge=judge, judge_lm=judge_lm) for qid, answer in traced.answers.items()]
-        for record in records:
-            run.append_case(record)
-        with rows_lock:
-            rows.extend(_row(r) for r in records)
-            op_failures_by[conversation.sample_id] = len(traced.failures)
-        manifest("running")
-
-    status, why = "complete", ""
+    job = _Conversations(request, run, program, models, dataset, prior, started, _Tally.of(done, prior),
+                         _StopSignal(models, request.max_failures), tracker)
     try:
         with tracker.running():
-            if request.threads > 1 and len(todo) > 1:
-                pool = ThreadPoolExecutor(max_workers=request.threads)
-                try:
-                    for future in [pool.submit(one_conversation, c) for c in todo]:
-                        try:
-                            future.result()
-                        except _Stopped:
-                            pass
-                finally:  # on Ctrl-C: the running conversations stop at their next session or question
-                    stop.set()
-                    pool.shutdown(wait=True, cancel_futures=True)
-            else:
-                for conversation in todo:
-                    try:
-                        one_conversation(conversation)
-                    except _Stopped:
-                        break
+            job.run_all([c for c in dataset.conversations if c.sample_id not in done])
     except KeyboardInterrupt:
-        stop.set()
-        manifest("interrupted")
+        job.stop.set()
+        job.manifest("interrupted")
         raise Interrupted(f"{run.root}: stopped; the finished conversations are kept "
                           "(continue with `memtrace run --resume` and the same settings)") from None
     except BaseException as error:
-        manifest("failed", error=f"{type(error).__name__}: {error}")
+        job.manifest("failed", error=f"{type(error).__name__}: {error}")
         raise
-    if stopped_why:
-        status, why = "failed", f"stopped: {stopped_why[0]}"
-    else:
-        usage = models.usage.snapshot()
-        task = usage.get("task")
-        if task is not None and task.calls and task.failures == task.calls:
-            status, why = "failed", f"all {task.calls} task LM calls failed"
-    for line in describe_breaks(lineage):  # once per op, after every conversation
+    status, why = job.outcome()
+    for line in describe_breaks(job.lineage):  # once per op, after every conversation
         log.warning("%s", line)
-    final = manifest(status, **({"error": why} if why else {}))
-    with rows_lock:
-        table = category_table(rows)
+    final = job.manifest(status, **({"error": why} if why else {}))
     return RunSummary(
         run_dir=run.root,
-        table=table,
+        table=job.tally.table(),
         questions=final["counts"]["questions"],
         correct=final["counts"]["correct"],
         op_failures=final["counts"]["op_failures"],
@@ -437,6 +314,186 @@ def _run_conversations(
         status=status,
         error=why or None,
     )
+
+
+@dataclass
+class _Tally:
+    """What the finished conversations add up to: their scored rows and op failures. Conversation threads add to
+    it concurrently (under `lock`)."""
+
+    rows: list[ScoreRow]
+    op_failures_by: dict[str, int]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def of(cls, done: dict[str, list[CaseRecord]], prior: dict[str, Any]) -> _Tally:
+        """The tally of the conversations a resumed run keeps (`done`), with their op failures from `prior`."""
+        kept = prior.get("op_failures_by_conversation") or {}
+        return cls([_row(c) for cases in done.values() for c in cases],
+                   {k: int(v) for k, v in kept.items() if k in done})
+
+    def add(self, sample_id: str, records: list[CaseRecord], op_failures: int) -> None:
+        with self.lock:
+            self.rows.extend(_row(r) for r in records)
+            self.op_failures_by[sample_id] = op_failures
+
+    def table(self) -> CategoryTable:
+        with self.lock:
+            return category_table(self.rows)
+
+    def counts(self, conversations: int) -> tuple[CategoryTable, dict[str, Any], dict[str, int]]:
+        """The accuracy table, the manifest's `counts` and the op failures by conversation, read at once."""
+        with self.lock:
+            counted = list(self.rows)
+            by = dict(sorted(self.op_failures_by.items()))
+        counts = {
+            "conversations": conversations,
+            "conversations_done": len(by),
+            "questions": len(counted),
+            "correct": sum(r.correct for r in counted),
+            "op_failures": sum(by.values()),
+        }
+        return category_table(counted), counts, by
+
+
+class _StopSignal:
+    """Whether the run is stopping (Ctrl-C, or `max_failures` LM calls failing in a row), and why."""
+
+    def __init__(self, models: Models, max_failures: int) -> None:
+        self.models = models
+        self.max_failures = max_failures
+        self.event = threading.Event()
+        self.why: list[str] = []
+
+    def set(self) -> None:
+        self.event.set()
+
+    def check(self) -> None:
+        """Raises _Stopped once the run is stopping; trips it when too many calls failed in a row."""
+        streak = self.models.usage.failure_streak
+        if not self.event.is_set() and self.max_failures and streak >= self.max_failures:
+            self.why.append(f"{streak} LM calls failed in a row")
+            self.event.set()
+        if self.event.is_set():
+            raise _Stopped
+
+
+@dataclass
+class _Conversations:
+    """One run's conversations: each traced, its graph saved and its answers scored into the run directory."""
+
+    request: RunRequest
+    run: RunDir
+    program: MemoryProgram
+    models: Models
+    dataset: Dataset
+    prior: dict[str, Any]
+    started: float
+    tally: _Tally
+    stop: _StopSignal
+    tracker: _Progress
+    lineage: list[Any] = field(default_factory=list)  # list.append is atomic: conversation threads append
+
+    def __post_init__(self) -> None:
+        from memtrace_opt.tracing import program_instructions
+
+        self.judge = _make_judge() if self.request.judge else None
+        self.judge_lm = self.models.judge if self.request.judge else None
+        self.instructions = program_instructions(self.program)
+        self.resumed = "status" in self.prior  # the manifest of an earlier process: this one resumes its run
+
+    def run_all(self, todo: list[Conversation]) -> None:
+        """Every conversation of `todo`, `request.threads` at a time; the stopped ones end early."""
+        if self.request.threads > 1 and len(todo) > 1:
+            pool = ThreadPoolExecutor(max_workers=self.request.threads)
+            try:
+                for future in [pool.submit(self.one, c) for c in todo]:
+                    with contextlib.suppress(_Stopped):
+                        future.result()
+            finally:  # on Ctrl-C: the running conversations stop at their next session or question
+                self.stop.set()
+                pool.shutdown(wait=True, cancel_futures=True)
+            return
+        for conversation in todo:
+            try:
+                self.one(conversation)
+            except _Stopped:
+                break
+
+    def one(self, conversation: Conversation) -> None:
+        """Trace `conversation`, save its graph, then judge and record its answers and checkpoint the manifest."""
+        from memtrace_opt.tracing import EventWriter, build_graph, save_graph, trace_conversation
+        from memtrace_opt.tracing.lineage_check import lineage_check
+
+        self.stop.check()
+        graph_path = self.run.graph_path(conversation.sample_id)
+        writer = EventWriter(self.run.events_path(conversation.sample_id), background=True)
+        with dspy.context(lm=self.models.task), contextlib.closing(writer):
+            traced = trace_conversation(self.program, conversation, list(conversation.questions), writer=writer,
+                                        meta=self._meta(conversation), on_session_done=self._session_done,
+                                        on_question_done=self._question_done)
+        graph = build_graph(traced.events)
+        save_graph(graph, graph_path)
+        self.lineage.append(lineage_check(graph))
+        # Judge after the conversation's questions are answered: interleaving judge calls with answer calls
+        # would evict the answer prompts' shared prefix from a local model's KV cache. The answers are already
+        # safe in events.jsonl.
+        questions = {q.question_id: q for q in conversation.questions}
+        graph_rel = str(graph_path.relative_to(self.run.root))
+        records = [_case(self.request, self.dataset, conversation, questions[qid], answer, traced.errors.get(qid),
+                         graph_rel, judge=self.judge, judge_lm=self.judge_lm) for qid, answer in traced.answers.items()]
+        for record in records:
+            self.run.append_case(record)
+        self.tally.add(conversation.sample_id, records, len(traced.failures))
+        self.manifest("running")
+
+    def _meta(self, conversation: Conversation) -> dict[str, Any]:
+        return {
+            "system": self.request.system,
+            "dataset": self.dataset.name,
+            "sample_id": conversation.sample_id,
+            "models": self.models.names(),
+            "instructions": self.instructions,
+            "program": self.program.config.to_dict(),
+        }
+
+    def _session_done(self, *_: Any) -> None:
+        self.tracker.session_done()
+        self.stop.check()
+
+    def _question_done(self, *_: Any) -> None:
+        self.tracker.question_done()
+        self.stop.check()
+
+    def manifest(self, status: str, **more: Any) -> dict[str, Any]:
+        """Write the manifest with `status` (and `more`): every process's usage and time, and the tally so far."""
+        prior = self.prior
+        table, counts, op_failures_by = self.tally.counts(len(self.dataset.conversations))
+        data = {
+            "kind": "run",
+            "status": status,
+            "versions": versions(),
+            "started_at": prior.get("started_at") or datetime.fromtimestamp(self.started, timezone.utc).isoformat(),
+            "ended_at": datetime.now(timezone.utc).isoformat(),
+            "seconds": round(float(prior.get("seconds") or 0.0) + time.time() - self.started, 2),
+            "resumed": int(prior.get("resumed") or 0) + int(self.resumed),
+            "usage": add_usage(_prior_usage(prior), self.models.usage.to_dict()),
+            "counts": counts,
+            "op_failures_by_conversation": op_failures_by,
+            "accuracy": table.to_dict(),
+            **more,
+        }
+        self.run.write_manifest(data)
+        return data
+
+    def outcome(self) -> tuple[str, str]:
+        """The run's status and why it failed ("" when complete): stopped, or every task LM call failed."""
+        if self.stop.why:
+            return "failed", f"stopped: {self.stop.why[0]}"
+        task = self.models.usage.snapshot().get("task")
+        if task is not None and task.calls and task.failures == task.calls:
+            return "failed", f"all {task.calls} task LM calls failed"
+        return "complete", ""
 
 
 def _row(case: CaseRecord) -> ScoreRow:
