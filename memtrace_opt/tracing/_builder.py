@@ -215,29 +215,33 @@ class Builder:
         answers_for: str | None,
         ancestors: frozenset[int] = frozenset(),
     ) -> None:
-        edges = self.edges
+        """One op call: its node, its input edges (refs, values, content), its store records' edges and its
+        output vars (rules 1-6 of `memtrace_opt.tracing.graph`)."""
         self.ancestors = ancestors
-        self.nodes[node] = {
-            "kind": "op",
-            "op": event.op,
-            "predictor": event.predictor,
-            "seq": event.seq,
-            "started_at": event.started_at,
-            "ended_at": event.ended_at,
-            "inputs": event.inputs,
-            "outputs": event.outputs,
-            "instructions": event.instructions,
-            "lm_calls": lm_calls,
-            "error": event.error,
-            "parent": parent,
-            "replayed": event.replayed,
-            "content_key": event.content_key,
-            "writes_store": event.writes_store,
-        }
+        self.nodes[node] = _op_attrs(event, parent, lm_calls)
         inputs = event.inputs or {}
         refs: list[tuple[str, Any]] = []
         _refs(inputs, refs)
-        nodes, by_unit = self.nodes, self.by_unit
+        self._link_refs(refs, node)
+        linked = self._link_values(inputs, node) if self.whole else _NOTHING
+        if self.content and (self.turn_texts or self.unit_texts or self.var_texts):
+            fed = self._link_content(event, refs, linked, node, bool(store), own_writes)
+            if not fed and self.var_texts and not linked and not _reads(refs, store):
+                self._link_var_texts(inputs, node)  # nothing else feeds it: a value it reworked (joined, formatted)
+        self._link_store(store, node)
+        for name, value in (event.outputs or {}).items():
+            if name == "error":
+                continue
+            if name == "answer" and answers_for is not None:
+                self.edges[(node, self.answer(answers_for, value), "output")] = None
+                continue
+            self._output(node, event.seq, name, value, own_writes)
+        if self.content:
+            self._index_writes(store, event.seq)
+
+    def _link_refs(self, refs: list[tuple[str, Any]], node: str) -> None:
+        """Rule 1 and the unit half of rule 5: each ref's node -> op, and the retrieved var a unit came from."""
+        edges, nodes, by_unit = self.edges, self.nodes, self.by_unit
         for ref, payload in refs:
             source = ref if ref in nodes else self.ref_node(ref, payload)
             if source is not None:
@@ -245,11 +249,10 @@ class Builder:
             var = by_unit.get(ref)  # a unit handed on from an earlier retrieved list, even reordered or cut
             if var is not None:
                 self._consume(var, node)
-        linked = self._link_values(inputs, node) if self.whole else _NOTHING
-        if self.content and (self.turn_texts or self.unit_texts or self.var_texts):
-            fed = self._link_content(event, refs, linked, node, bool(store), own_writes)
-            if not fed and self.var_texts and not linked and not _reads(refs, store):
-                self._link_var_texts(inputs, node)  # nothing else feeds it: a value it reworked (joined, formatted)
+
+    def _link_store(self, store: list[StoreRecord], node: str) -> None:
+        """Rule 2: a read is unit -> op; a write is op -> the new version, from the previous one if any."""
+        edges = self.edges
         for record in store:
             unit = self.mem(record.unit)
             if record.action == "read":
@@ -258,36 +261,31 @@ class Builder:
             if record.previous is not None:
                 edges[(self.mem(record.previous), node, "input")] = None
             edges[(node, unit, "output")] = None
-        outputs = event.outputs or {}
-        seq = event.seq
-        for name, value in outputs.items():
-            if name == "error":
-                continue
-            if name == "answer" and answers_for is not None:
-                edges[(node, self.answer(answers_for, value), "output")] = None
-                continue
-            found: list[tuple[str, Any]] = []
-            if type(value) is dict or type(value) is list:
-                _refs(value, found)
-            mems = [r for r in found if r[0].startswith("mem:")] if found else found
-            for ref, payload in mems:  # units the op returned but did not write: it read them
-                if ref not in own_writes:
-                    source = ref if ref in nodes else self.ref_node(ref, payload)
-                    if source is not None:
-                        edges[(source, node, "input")] = None
-            if mems and len(mems) == len(found) and _only_units(value) and all(r in own_writes for r, _ in mems):
-                continue  # nothing but the op's own writes: the unit versions are its outputs already
-            var = f"var:{seq}:{name}"
-            vtype = "retrieved" if mems else _VTYPES.get(name, name)
-            nodes[var] = {"kind": "var", "vtype": vtype, "value": value, "name": name}
-            edges[(node, var, "output")] = None
-            self.var_seq[var] = seq
-            self._index(value, var)
-            if vtype == "retrieved":
-                for ref, _ in mems:
-                    by_unit[ref] = var
-        if self.content:
-            self._index_writes(store, seq)
+
+    def _output(self, node: str, seq: int, name: str, value: Any, own_writes: set[str]) -> None:
+        """Rules 3 and 4 for one output field: units it returns but the op did not write are reads; the field
+        becomes `var:{seq}:{name}` unless it holds nothing but the op's own writes."""
+        edges, nodes = self.edges, self.nodes
+        found: list[tuple[str, Any]] = []
+        if type(value) is dict or type(value) is list:
+            _refs(value, found)
+        mems = [r for r in found if r[0].startswith("mem:")] if found else found
+        for ref, payload in mems:  # units the op returned but did not write: it read them
+            if ref not in own_writes:
+                source = ref if ref in nodes else self.ref_node(ref, payload)
+                if source is not None:
+                    edges[(source, node, "input")] = None
+        if mems and len(mems) == len(found) and _only_units(value) and all(r in own_writes for r, _ in mems):
+            return  # nothing but the op's own writes: the unit versions are its outputs already
+        var = f"var:{seq}:{name}"
+        vtype = "retrieved" if mems else _VTYPES.get(name, name)
+        nodes[var] = {"kind": "var", "vtype": vtype, "value": value, "name": name}
+        edges[(node, var, "output")] = None
+        self.var_seq[var] = seq
+        self._index(value, var)
+        if vtype == "retrieved":
+            for ref, _ in mems:
+                self.by_unit[ref] = var
 
     def _link_content(self, event: OpEvent, refs: list[tuple[str, Any]], linked: set[int], node: str,
                       touches_store: bool, own_writes: set[str]) -> bool:
@@ -458,3 +456,24 @@ def _only_units(value: Any) -> bool:
     if type(value) is dict:
         return "$mem" in value
     return type(value) is list and bool(value) and all(type(v) is dict and "$mem" in v for v in value)
+
+
+def _op_attrs(event: OpEvent, parent: str | None, lm_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """An op node's attributes (docs/design.md)."""
+    return {
+        "kind": "op",
+        "op": event.op,
+        "predictor": event.predictor,
+        "seq": event.seq,
+        "started_at": event.started_at,
+        "ended_at": event.ended_at,
+        "inputs": event.inputs,
+        "outputs": event.outputs,
+        "instructions": event.instructions,
+        "lm_calls": lm_calls,
+        "error": event.error,
+        "parent": parent,
+        "replayed": event.replayed,
+        "content_key": event.content_key,
+        "writes_store": event.writes_store,
+    }
