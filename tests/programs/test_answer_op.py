@@ -60,5 +60,5 @@ def test_context_comes_before_the_question_in_the_prompt():
 
 
 def test_clean_answer():
-    assert clean_answer("  Final answer:  7 May   2023 ") == "7 May 2023"
+    assert clean_answer("  Final answer:  11 April   2021 ") == "11 April 2021"
     assert clean_answer(None) == ""

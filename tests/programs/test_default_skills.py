@@ -19,8 +19,8 @@ from memtrace_opt.testing import FakeCall, fake_lm
 from memtrace_opt.testing.skills import ABSTAIN, default_skills, resolve_relative
 
 SKILLS = {skill.name: skill.fn for skill in default_skills()}
-TRANSCRIPT = "[Monday, 8 May 2023]\nCaroline: I went to a support group yesterday and it was so powerful.\n" \
-             "Melanie: I painted a lake sunrise last year and I keep it in the hallway."
+TRANSCRIPT = "[Monday, 12 April 2021]\nOdalys: I joined a sea-swimming club yesterday and the water was freezing.\n" \
+             "Teodor: I carved a wooden fox last year and I keep it in the hallway."
 
 
 def call(instruction: str, **inputs: str) -> FakeCall:
@@ -39,11 +39,11 @@ def test_default_instructions_trigger_the_good_behaviour():
 
 
 def test_extract_facts_drops_dated_facts_unless_told_about_dates():
-    inputs = {"session_date": "Monday, 8 May 2023", "new_messages": TRANSCRIPT}
+    inputs = {"session_date": "Monday, 12 April 2021", "new_messages": TRANSCRIPT}
     with_dates = SKILLS["extract_facts"](call("Keep dates and resolve them.", **inputs))["facts"]
     without = SKILLS["extract_facts"](call("Write down facts.", **inputs))["facts"]
-    assert any("7 May 2023" in f and f.startswith("Caroline") for f in with_dates)
-    assert any("in 2022" in f for f in with_dates)
+    assert any("11 April 2021" in f and f.startswith("Odalys") for f in with_dates)
+    assert any("in 2020" in f for f in with_dates)
     assert without == []  # both sentences carry a time word
 
 
@@ -69,49 +69,49 @@ def test_boundary_needs_topic_in_the_instruction():
 
 
 def test_episode_and_events_date_rules():
-    inputs = {"episode_date": "Monday, 8 May 2023", "conversation": TRANSCRIPT}
+    inputs = {"episode_date": "Monday, 12 April 2021", "conversation": TRANSCRIPT}
     episode = SKILLS["extract_episode"](call("use absolute dates", **inputs))["episode"]
-    assert episode.startswith("On 8 May 2023,") and "7 May 2023" in episode
+    assert episode.startswith("On 12 April 2021,") and "11 April 2021" in episode
     assert "yesterday" in SKILLS["extract_episode"](call("summarise", **inputs))["episode"]
     events = SKILLS["extract_event_log"](call("with the date", **inputs))["events"]
-    assert events and all(e.endswith("(8 May 2023)") for e in events)
+    assert events and all(e.endswith("(12 April 2021)") for e in events)
     assert SKILLS["extract_event_log"](call("list events", **inputs))["events"] == []
 
 
 def test_sufficiency_and_queries():
-    context = "[Monday, 8 May 2023]\n- Caroline went to a support group on 7 May 2023."
-    ok = SKILLS["check_sufficiency"](call("is it enough", context=context, question="When did Caroline go to the support group?"))
+    context = "[Monday, 12 April 2021]\n- Odalys joined a sea-swimming club on 11 April 2021."
+    ok = SKILLS["check_sufficiency"](call("is it enough", context=context, question="When did Odalys join the sea-swimming club?"))
     assert ok["sufficient"] is True
-    missing = SKILLS["check_sufficiency"](call("is it enough", context=context, question="What car does Caroline drive?"))
+    missing = SKILLS["check_sufficiency"](call("is it enough", context=context, question="What car does Odalys drive?"))
     assert missing["sufficient"] is False and "car" in missing["missing_information"]
-    assert SKILLS["check_sufficiency"](call("judge", context=context, question="What car does Caroline drive?"))["sufficient"]
-    queries = SKILLS["generate_queries"](call("queries", question="What car does Caroline drive?",
+    assert SKILLS["check_sufficiency"](call("judge", context=context, question="What car does Odalys drive?"))["sufficient"]
+    queries = SKILLS["generate_queries"](call("queries", question="What car does Odalys drive?",
                                               missing_information="car drive"))["queries"]
     assert 1 <= len(queries) <= 3 and all("car" in q for q in queries)
 
 
 def test_answer_rules():
-    context = ("[Monday, 8 May 2023]\nCaroline: I went to a support group yesterday.\n"
-               "Melanie: My dog is named Biscuit and he loves walks.\n[Friday, 9 June 2023]\n"
-               "Caroline: I have known these friends for 4 years now.")
+    context = ("[Monday, 12 April 2021]\nOdalys: I joined a sea-swimming club yesterday.\n"
+               "Teodor: My cat is named Marzipan and she loves naps.\n[Friday, 14 May 2021]\n"
+               "Odalys: I have sung in this choir for 4 years now.")
     ask = lambda instruction, question: SKILLS["answer"](call(instruction, context=context, question=question))["answer"]  # noqa: E731
     good = "Answer from the context; give a date."
-    assert ask(good, "When did Caroline go to the support group?") == "7 May 2023"
-    assert ask("Answer from the context.", "When did Caroline go to the support group?") == "yesterday"
-    assert ask(good, "How long has Caroline known her friends?") == "4 years"
-    assert ask(good, "What is the name of Melanie's dog?") == "Biscuit"
-    assert ask(good, "What is the name of Caroline's dog?") == ABSTAIN  # the name in the question must match
-    assert ask(good, "What car does Melanie drive?") == ABSTAIN
-    assert ask("Answer briefly.", "What is the name of Melanie's dog?") == ABSTAIN  # no "context": abstains
+    assert ask(good, "When did Odalys join the sea-swimming club?") == "11 April 2021"
+    assert ask("Answer from the context.", "When did Odalys join the sea-swimming club?") == "yesterday"
+    assert ask(good, "How long has Odalys sung in the choir?") == "4 years"
+    assert ask(good, "What is the name of Teodor's cat?") == "Marzipan"
+    assert ask(good, "What is the name of Odalys's cat?") == ABSTAIN  # the name in the question must match
+    assert ask(good, "What car does Teodor drive?") == ABSTAIN
+    assert ask("Answer briefly.", "What is the name of Teodor's cat?") == ABSTAIN  # no "context": abstains
 
 
 def test_resolve_relative_dates():
     from datetime import date
 
-    day = date(2023, 5, 8)  # a Monday
-    assert resolve_relative("I ran last Saturday", day) == "I ran on 6 May 2023"
-    assert resolve_relative("we met last week", day) == "we met the week before 8 May 2023"
-    assert resolve_relative("next month we go", day) == "in June 2023 we go"
+    day = date(2021, 4, 12)  # a Monday
+    assert resolve_relative("I ran last Saturday", day) == "I ran on 10 April 2021"
+    assert resolve_relative("we met last week", day) == "we met the week before 12 April 2021"
+    assert resolve_relative("next month we go", day) == "in May 2021 we go"
     assert resolve_relative("yesterday", None) == "yesterday"
 
 
@@ -136,7 +136,7 @@ def test_a_better_extraction_instruction_fixes_a_temporal_answer(sample):
 
 def test_judge_skill():
     verdict = lambda gold, prediction: SKILLS["judge"](call("judge", question="q", gold_answer=gold, prediction=prediction))["verdict"]  # noqa: E731
-    assert verdict("7 May 2023", "on 7 May 2023") == "CORRECT"
+    assert verdict("11 April 2021", "on 11 April 2021") == "CORRECT"
     assert verdict("Boston, Denver", "Denver") == "CORRECT"
     assert verdict("Chemistry", "physics") == "WRONG"
     assert verdict("Not mentioned in the conversation", "Not mentioned in the conversation") == "CORRECT"
