@@ -107,87 +107,123 @@ def _replay(tracer: Tracer, trace_api: Any, graph: nx.MultiDiGraph, cases: list[
     ops = _ops(graph)
     if not ops:
         return 0
-    clock = _Clock(graph, ops)
-    meta = graph.graph
-    sample = str(meta.get("sample_id") or (cases[0].get("sample_id") if cases else "") or "conversation")
-    system = str(meta.get("system") or (cases[0].get("system") if cases else "") or "memory")
-    run_id = f"run:{sample}"
-    start = min(s for s, _ in clock.times.values())
-    end = max(e for _, e in clock.times.values())
-    root = tracer.start_span(f"memtrace {system} {sample}", start_time=start, attributes={
-        "openinference.span.kind": "CHAIN", "graph.node.id": run_id, "session.id": sample,
-        "memtrace.system": system, "memtrace.dataset": str(meta.get("dataset") or ""), "memtrace.sample_id": sample,
-        "input.value": sample, "metadata": jsonish({"models": meta.get("models"), "instructions": meta.get("instructions")}),
-    })
-    spans = 1
-    parents: dict[str, Span] = {run_id: root}
-    question_of: dict[str, str] = {}
-    blamed_by: dict[str, list[dict[str, Any]]] = {}
+    replay = _GraphReplay(tracer, trace_api, graph, _Clock(graph, ops), cases)
     for case in cases:
+        replay.question(case, verdicts.get(str(case.get("case_id")), []))
+    for op in ops:
+        replay.op(op)
+    replay.root.end(end_time=replay.end)
+    return replay.spans
+
+
+class _GraphReplay:
+    """The spans of one graph as they are emitted: the root at once, then each question, then each op (nested
+    under its enclosing op, else the question whose read path it is on, else the root)."""
+
+    def __init__(self, tracer: Tracer, trace_api: Any, graph: nx.MultiDiGraph, clock: _Clock,
+                 cases: list[dict[str, Any]]) -> None:
+        self.tracer, self.trace_api, self.graph, self.clock = tracer, trace_api, graph, clock
+        meta = graph.graph
+        self.sample = str(meta.get("sample_id") or (cases[0].get("sample_id") if cases else "") or "conversation")
+        system = str(meta.get("system") or (cases[0].get("system") if cases else "") or "memory")
+        self.run_id = f"run:{self.sample}"
+        start = min(s for s, _ in clock.times.values())
+        self.end = max(e for _, e in clock.times.values())
+        self.root = tracer.start_span(f"memtrace {system} {self.sample}", start_time=start, attributes={
+            "openinference.span.kind": "CHAIN", "graph.node.id": self.run_id, "session.id": self.sample,
+            "memtrace.system": system, "memtrace.dataset": str(meta.get("dataset") or ""),
+            "memtrace.sample_id": self.sample, "input.value": self.sample,
+            "metadata": jsonish({"models": meta.get("models"), "instructions": meta.get("instructions")}),
+        })
+        self.spans = 1
+        self.parents: dict[str, Span] = {self.run_id: self.root}
+        self.question_of: dict[str, str] = {}
+        self.blamed_by: dict[str, list[dict[str, Any]]] = {}
+
+    def _under(self, parent: Span) -> Any:
+        return self.trace_api.set_span_in_context(parent)
+
+    def _error(self, span: Span, message: str) -> None:
+        span.set_status(self.trace_api.Status(self.trace_api.StatusCode.ERROR, message[:500]))
+
+    def question(self, case: dict[str, Any], found: list[dict[str, Any]]) -> None:
+        """The question's span (its scores and verdicts as evaluation events); remembers its read-path ops
+        and the ops its verdicts blame."""
         qid = str(case.get("question_id"))
-        found = [v for v in verdicts.get(str(case.get("case_id")), [])]
         for verdict in found:
             if verdict.get("op_id"):
-                blamed_by.setdefault(str(verdict["op_id"]), []).append(verdict)
-        read_ops = [n for n in read_path(graph, qid) if n in clock.times]
-        q_start = min((clock.times[o][0] for o in read_ops), default=end)
-        q_end = max((clock.times[o][1] for o in read_ops), default=end)
-        attrs: dict[str, Any] = {
-            "openinference.span.kind": "CHAIN", "graph.node.id": f"q:{qid}", "graph.node.parent_id": run_id,
-            "input.value": str(case.get("question") or ""), "output.value": str(case.get("prediction") or ""),
-            "memtrace.question_id": qid, "memtrace.case_id": str(case.get("case_id") or ""),
-            "memtrace.gold": str(case.get("gold") or ""), "memtrace.category": str(case.get("category") or ""),
-            "memtrace.correct": bool(case.get("correct")), "memtrace.evidence": [str(e) for e in case.get("evidence") or []],
-        }
-        primary = next((v for v in found if v.get("error_type") and not v.get("error")), None)
-        if primary is not None:
-            for key in ("error_type", "op_id", "op", "reason"):
-                if primary.get(key):
-                    attrs[f"memtrace.verdict.{key}"] = jsonish(primary[key])
-        span = tracer.start_span(f"question {qid}", context=trace_api.set_span_in_context(root), start_time=q_start,
-                                 attributes=attrs)
+                self.blamed_by.setdefault(str(verdict["op_id"]), []).append(verdict)
+        times = self.clock.times
+        read_ops = [n for n in read_path(self.graph, qid) if n in times]
+        q_start = min((times[o][0] for o in read_ops), default=self.end)
+        q_end = max((times[o][1] for o in read_ops), default=self.end)
+        span = self.tracer.start_span(f"question {qid}", context=self._under(self.root), start_time=q_start,
+                                      attributes=_question_attributes(case, qid, self.run_id, found))
         for event in score_events(case):
             span.add_event(_EVAL_EVENT, attributes=event, timestamp=q_end)
         for verdict in found:
             span.add_event(_EVAL_EVENT, attributes=verdict_event(verdict), timestamp=q_end)
         if case.get("error"):
-            span.set_status(trace_api.Status(trace_api.StatusCode.ERROR, str(case["error"])[:500]))
+            self._error(span, str(case["error"]))
         span.end(end_time=q_end)
-        spans += 1
-        parents[f"q:{qid}"] = span
+        self.spans += 1
+        self.parents[f"q:{qid}"] = span
         for op in read_ops:
-            question_of.setdefault(op, f"q:{qid}")
-    for op in ops:
-        data = graph.nodes[op]
+            self.question_of.setdefault(op, f"q:{qid}")
+
+    def op(self, op: str) -> None:
+        """The op's span: the verdicts that blame it, its error, and one child span per LM call."""
+        data = self.graph.nodes[op]
         parent = data.get("parent")
-        parent_id = parent if parent in parents else question_of.get(op, run_id)
-        op_start, op_end = clock.times[op]
-        span = tracer.start_span(str(data.get("op") or op), context=trace_api.set_span_in_context(parents[parent_id]),
-                                 start_time=op_start, attributes=op_attributes(graph, op, parent_id=parent_id, store_id=sample))
-        parents[op] = span
-        spans += 1
-        for verdict in blamed_by.get(op, []):
+        parent_id = parent if parent in self.parents else self.question_of.get(op, self.run_id)
+        op_start, op_end = self.clock.times[op]
+        span = self.tracer.start_span(
+            str(data.get("op") or op), context=self._under(self.parents[parent_id]), start_time=op_start,
+            attributes=op_attributes(self.graph, op, parent_id=parent_id, store_id=self.sample))
+        self.parents[op] = span
+        self.spans += 1
+        for verdict in self.blamed_by.get(op, []):
             span.add_event(_EVAL_EVENT, attributes=verdict_event(verdict), timestamp=op_end)
-        if op in blamed_by:
+        if op in self.blamed_by:
             span.set_attribute("memtrace.blamed", True)
-            span.set_attribute("memtrace.blamed_by", [str(v.get("case_id")) for v in blamed_by[op]])
+            span.set_attribute("memtrace.blamed_by", [str(v.get("case_id")) for v in self.blamed_by[op]])
         if data.get("error"):
             span.set_attribute("error.type", "memtrace.OperationFailed")
             span.add_event("exception", attributes={"exception.message": str(data["error"])[:2000]}, timestamp=op_end)
-            span.set_status(trace_api.Status(trace_api.StatusCode.ERROR, str(data["error"])[:500]))
+            self._error(span, str(data["error"]))
+        self._lm_calls(op, span, data.get("lm_calls") or [], op_start, op_end)
+        span.end(end_time=op_end)
+
+    def _lm_calls(self, op: str, span: Span, calls: list[Any], op_start: int, op_end: int) -> None:
+        """One LLM span per LM call, back to back from the op's start, each as long as the call took (within the op)."""
         cursor = op_start
-        for i, call in enumerate(c for c in data.get("lm_calls") or [] if isinstance(c, dict)):
+        for i, call in enumerate(c for c in calls if isinstance(c, dict)):
             seconds = call.get("seconds")
             length = _ns(float(seconds)) if isinstance(seconds, (int, float)) else 0
             call_end = min(cursor + length, op_end) if op_end > cursor else cursor
-            child = tracer.start_span(f"llm {call.get('model') or ''}".strip(), context=trace_api.set_span_in_context(span),
-                                      start_time=cursor, attributes=lm_call_attributes(call, node_id=f"{op}:lm:{i}", parent_id=op))
+            child = self.tracer.start_span(
+                f"llm {call.get('model') or ''}".strip(), context=self._under(span), start_time=cursor,
+                attributes=lm_call_attributes(call, node_id=f"{op}:lm:{i}", parent_id=op))
             child.end(end_time=call_end)
-            spans += 1
+            self.spans += 1
             cursor = call_end
-        span.end(end_time=op_end)
-    root.end(end_time=end)
-    return spans
+
+
+def _question_attributes(case: dict[str, Any], qid: str, run_id: str, found: list[dict[str, Any]]) -> dict[str, Any]:
+    """A question span's attributes: the case, and the first verdict that names an error type."""
+    attrs: dict[str, Any] = {
+        "openinference.span.kind": "CHAIN", "graph.node.id": f"q:{qid}", "graph.node.parent_id": run_id,
+        "input.value": str(case.get("question") or ""), "output.value": str(case.get("prediction") or ""),
+        "memtrace.question_id": qid, "memtrace.case_id": str(case.get("case_id") or ""),
+        "memtrace.gold": str(case.get("gold") or ""), "memtrace.category": str(case.get("category") or ""),
+        "memtrace.correct": bool(case.get("correct")), "memtrace.evidence": [str(e) for e in case.get("evidence") or []],
+    }
+    primary = next((v for v in found if v.get("error_type") and not v.get("error")), None)
+    if primary is not None:
+        for key in ("error_type", "op_id", "op", "reason"):
+            if primary.get(key):
+                attrs[f"memtrace.verdict.{key}"] = jsonish(primary[key])
+    return attrs
 
 
 class _Counting:
