@@ -27,6 +27,7 @@ from memtrace_opt.data import ABSTAIN_ANSWER, Question, Turn
 from memtrace_opt.memory.ops import LMOperation, OperationFailed
 from memtrace_opt.memory.roles import OpRole
 from memtrace_opt.memory.store import MemoryUnit
+from memtrace_opt.metrics import is_decline
 
 __all__ = [
     "ABSTAIN_ANSWER",
@@ -313,11 +314,9 @@ def echoes(reply: str, *inputs: str) -> bool:
 
 
 def is_non_answer(answer: str) -> bool:
-    """"None", "unknown", "" and the like: the model gave no answer."""
-    return answer.lower().strip(" .!") in _NO_ANSWER
-
-
-_NO_ANSWER = frozenset({"", "none", "n/a", "na", "unknown", "not mentioned", "not mentioned in the conversation"})
+    """An empty reply or one that declines ("None", "Unknown", "The conversation does not say"; the rule scoring
+    reads, `metrics.is_decline`): the model gave no answer."""
+    return not answer.strip() or is_decline(answer)
 
 
 def clean_answer(value: Any) -> str:

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from memtrace_opt.attribution._graph import GraphView
-from memtrace_opt.memory.index import rank_texts, tokenize
+from memtrace_opt.memory.index import rank_texts
 from memtrace_opt.metrics._porter import porter_stem
+from memtrace_opt.metrics.words import FACT_STOP_WORDS
 
 __all__ = ["Evidence", "NeededInfo", "content_tokens", "find_evidence", "needed_info", "pseudo_evidence"]
 
 
+_WORD = re.compile(r"[a-z0-9]+")
 _NAME = re.compile(r"\b[A-Z][a-zA-Z'-]+")  # capitalised words after the question's first: who/what it is about
 ANSWER_RECALL = 0.65
 SHORT_ANSWER = 3
@@ -33,8 +35,8 @@ MIN_TURN_TOKENS = 3
 
 @lru_cache(maxsize=200_000)
 def content_tokens(text: str) -> frozenset[str]:
-    """Stemmed content words (stop words left out)."""
-    return frozenset(porter_stem(t) for t in tokenize(text))
+    """Stemmed content words: lower-case words and numbers less `metrics.words.FACT_STOP_WORDS`."""
+    return frozenset(porter_stem(t) for t in _WORD.findall(text.lower()) if t not in FACT_STOP_WORDS)
 
 
 @dataclass(frozen=True)

@@ -17,20 +17,18 @@ import numpy as np
 
 from memtrace_opt.embed import Embedder
 from memtrace_opt.memory.store import MemoryStore, MemoryUnit, StoreEvent
+from memtrace_opt.metrics.words import FACT_STOP_WORDS
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Hit", "SearchIndex", "rank_texts", "rrf_fuse", "rrf_fuse_indices", "tokenize"]
 
 _TOKEN = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    "a an the and or of to in on at for with is was are were be been it its this that i you he she we they "
-    "my your his her our their me him them do did does have has had what when where who which how".split()
-)
 
 
 def tokenize(text: str) -> list[str]:
-    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOP]
+    """BM25's terms: lower-case words and numbers less `FACT_STOP_WORDS` (the words attribution reads too)."""
+    return [t for t in _TOKEN.findall(text.lower()) if t not in FACT_STOP_WORDS]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Answer metrics: LoCoMo token F1 and BLEU-1, category-aware scoring, the LLM judge, result tables.
+"""Answer metrics: LoCoMo token F1 and BLEU-1, category-aware scoring, the LLM judge, result tables; the one rule
+for a reply that declines (`is_decline`) and the word lists of every "holds the answer" test (`metrics.words`).
 
 The judge (`LLMJudge`, `JudgeAnswer`, `JudgeResult`, `parse_verdict`) imports dspy, so it is loaded
 on first use rather than with this package.
@@ -9,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from memtrace_opt.metrics._porter import porter_stem
+from memtrace_opt.metrics.declines import is_decline
 from memtrace_opt.metrics.score import CORRECT_F1, AnswerScore, is_abstention, score_answer
 from memtrace_opt.metrics.table import CategoryStats, CategoryTable, ScoreRow, category_table
 from memtrace_opt.metrics.text import (
-    STOP_WORDS,
     TokenScores,
     answer_tokens,
     bleu1,
@@ -23,15 +24,19 @@ from memtrace_opt.metrics.text import (
     token_f1,
     token_scores,
 )
+from memtrace_opt.metrics.words import CHAT_STOP_WORDS, FACT_STOP_WORDS, FUNCTION_WORDS, SCORING_STOP_WORDS
 
 _JUDGE_NAMES = ("JudgeAnswer", "JudgeResult", "LLMJudge", "parse_verdict")
 
 __all__ = [
+    "CHAT_STOP_WORDS",
     "CORRECT_F1",
+    "FACT_STOP_WORDS",
+    "FUNCTION_WORDS",
+    "SCORING_STOP_WORDS",
     "AnswerScore",
     "CategoryStats",
     "CategoryTable",
-    "STOP_WORDS",
     "JudgeAnswer",
     "JudgeResult",
     "LLMJudge",
@@ -43,6 +48,7 @@ __all__ = [
     "content_recall",
     "content_tokens",
     "is_abstention",
+    "is_decline",
     "multi_answer_f1",
     "normalize_answer",
     "parse_verdict",

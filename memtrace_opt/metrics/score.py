@@ -1,13 +1,13 @@
 """Category-aware scoring of one prediction against one question, as LoCoMo's upstream evaluation does.
 
 - abstention questions (LoCoMo adversarial, LongMemEval `*_abs`): the right behaviour is to decline;
-  F1 and BLEU-1 are 1 if the prediction abstains (see `is_abstention`) and 0 otherwise;
+  F1 and BLEU-1 are 1 if the prediction declines (`metrics.declines.is_decline`) and 0 otherwise;
 - multi-hop: comma-separated multi-answer F1;
 - open-domain: only the part of the gold before the first ';' counts (upstream does the same);
 - everything else: token F1.
 `correct_by_rule` is the judge-free verdict: the abstention check for abstention questions; otherwise
 F1 > 0.5, or every gold content word appears in the prediction (verbose but right answers; stop words
-such as "in" or "was" need not, see `metrics.text.STOP_WORDS`), and never when the prediction abstains.
+such as "in" or "was" need not, see `metrics.words.SCORING_STOP_WORDS`), and never when the prediction declines.
 The rule reads a numeral and its number word as the same token ("3 years" is
 "three years", "2" is "two"; 0 to 20 and the tens), where F1, as upstream computes it, does not.
 """
@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 from memtrace_opt.data import Question
+from memtrace_opt.metrics.declines import is_decline
 from memtrace_opt.metrics.text import bleu1, content_recall, multi_answer_f1, token_scores
 
 CORRECT_F1 = 0.5
@@ -29,21 +30,8 @@ _NUMBER_WORDS = dict(enumerate(
 _NUMBER_WORDS.update({10 * n: w for n, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)})
 _NUMERAL = re.compile(r"(?<![.,:/-])\b\d+\b(?![.,:/-]\d)")
 
-_ABSTAIN = re.compile(
-    r"not mentioned|never mentioned|(?:is|was)n'?t mentioned|no mention|not in the conversation"
-    r"|(?:does|did|do)(?: not|n'?t) (?:mention|say|specify|state)"
-    r"|no (?:relevant |specific )?information|not enough information|insufficient information"
-    r"|information (?:\w+ )?(?:is|was)(?: not|n'?t) enough"
-    r"|\bunknown\b|cannot be determined|can'?t be determined|(?:cannot|can'?t|unable to|could not|couldn'?t) determine"
-    r"|not possible to (?:determine|tell|know)|i do(?: not|n'?t) know|(?:cannot|can'?t|unable to) answer"
-    r"|unanswerable|not (?:specified|stated|provided|available|discussed|known)|no record"
-)
-
-
-def is_abstention(prediction: str) -> bool:
-    """Whether a prediction declines to answer ("Not mentioned in the conversation", "I don't know")."""
-    text = str(prediction).lower().replace("\u2019", "'")
-    return bool(_ABSTAIN.search(text))
+# The name scoring used before the decline rule was shared; `is_decline` is the rule.
+is_abstention = is_decline
 
 
 @dataclass(frozen=True)
@@ -100,7 +88,7 @@ def score_answer(question: Question, prediction: str | None, *, gold_words: str 
     if gold_words not in GOLD_WORDS:
         raise ValueError(f"gold_words must be one of {GOLD_WORDS}, not {gold_words!r}")
     text = "" if prediction is None else str(prediction)
-    abstained = is_abstention(text)
+    abstained = is_decline(text)
     if question.abstention:
         value = 1.0 if abstained else 0.0
         return AnswerScore(value, value, value, abstained, abstained, "abstention")

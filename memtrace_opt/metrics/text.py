@@ -7,9 +7,9 @@
 - multi_answer_f1: the multi-hop variant: split both sides on commas, and average over gold parts the
   best F1 any predicted part reaches (upstream `f1`).
 - bleu1: clipped unigram precision times the brevity penalty, over normalized (unstemmed) tokens.
-- content_recall: the share of the gold's content words (stemmed tokens less `STOP_WORDS`) the prediction
-  holds; the token rule's "every gold word" test reads it, so "Udaipur, December 2024" holds every word of
-  "In Udaipur in December" (F1 counts the "in"s, as upstream does).
+- content_recall: the share of the gold's content words (stemmed tokens less `metrics.words.SCORING_STOP_WORDS`)
+  the prediction holds; the token rule's "every gold word" test reads it, so "Udaipur, December 2024" holds
+  every word of "In Udaipur in December" (F1 counts the "in"s, as upstream does).
 """
 
 from __future__ import annotations
@@ -21,17 +21,10 @@ from collections import Counter
 from typing import NamedTuple
 
 from memtrace_opt.metrics._porter import porter_stem
+from memtrace_opt.metrics.words import SCORING_STOP_WORDS
 
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
-
-#: Function words an answer can leave out and still say the same: prepositions of place and relation,
-#: copulas and auxiliaries, demonstratives. Not negations, pronouns, numbers or "before"/"after", which
-#: change what an answer says ("not in the office", "her mother", "after June").
-STOP_WORDS = frozenset(
-    "in on at of to for from by with into onto as is are was were be been being am do does did has have had or "
-    "so this that these those it its there which who".split()
-)
 
 
 class TokenScores(NamedTuple):
@@ -63,9 +56,9 @@ def token_scores(prediction: str, gold: str) -> TokenScores:
 
 
 def content_tokens(text: str) -> list[str]:
-    """Stemmed normalized tokens without `STOP_WORDS`; all of them when nothing else is left."""
+    """Stemmed normalized tokens without `SCORING_STOP_WORDS`; all of them when nothing else is left."""
     tokens = normalize_answer(text).split()
-    content = [t for t in tokens if t not in STOP_WORDS] or tokens
+    content = [t for t in tokens if t not in SCORING_STOP_WORDS] or tokens
     return [porter_stem(t) for t in content]
 
 

@@ -35,6 +35,7 @@ import re
 from collections.abc import Callable, Iterable
 from datetime import date, timedelta
 
+from memtrace_opt.metrics.words import CHAT_STOP_WORDS
 from memtrace_opt.testing.fake_lm import FakeCall, Skill
 
 __all__ = ["default_skills", "ABSTAIN", "content_tokens", "parse_transcript", "resolve_relative"]
@@ -42,16 +43,7 @@ __all__ = ["default_skills", "ABSTAIN", "content_tokens", "parse_transcript", "r
 ABSTAIN = "Not mentioned in the conversation"
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+-]*")
-_STOP = frozenset(
-    """a an the and or but of to in on at for with from by as is am are was were be been being it its this that
-    these those i you he she we they my your his her our their me him us them do did does done have has had what
-    when where who whom which why how so very really just too also not no yes if then than there here about into
-    over out up down off all any some much many more most can could would should will shall may might must
-    let lets im ive id youre thats theres dont didnt doesnt isnt wasnt arent got get gets going gonna
-    s t re ve ll d oh hey hi wow ha yeah yep ok okay thanks thank great good nice cool awesome lot lots
-    one ones thing things kind really pretty well still even way now already own name named near around
-    across through after before during since until while because though""".split()
-)
+_STOP = CHAT_STOP_WORDS
 _MONTH_NAMES = ("january february march april may june july august september october november december").split()
 _WEEKDAYS = ("monday tuesday wednesday thursday friday saturday sunday").split()
 _TIME_WORDS = re.compile(

@@ -38,6 +38,7 @@ import dspy
 
 from memtrace_opt.attribution import GraphView, NeededInfo, value_parts
 from memtrace_opt.metrics.text import answer_tokens
+from memtrace_opt.metrics.words import FACT_STOP_WORDS
 from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, output_text, predictor_calls
@@ -48,13 +49,10 @@ __all__ = ["TARGET_SHARE", "LocalCase", "LocalCheckGate", "LocalResult", "local_
 
 log = logging.getLogger(__name__)
 
-# Words that carry no answer: a gold answer "They seem cheerful" is carried by "seem" and "cheer" alone. A share of
-# the tokens (say half) is not enough: "Finding Harbours" would be carried by any "finding".
-_FUNCTION_WORDS = frozenset(answer_tokens(
-    "i me my we our you your he him his she her it its they them their this that these those who whom what which "
-    "is are was were be been being am do does did has have had will would shall should can could may might must "
-    "of in on at to for from by with about as into over after before than then so not no or if but also very "
-    "there here when where how why"))
+# Words that carry no fact (stemmed as `answer_tokens` stems), the list attribution's `NeededInfo.holds` reads: a
+# gold answer "They seem cheerful" is carried by "seem" and "cheer" alone. A share of the tokens (say half) is not
+# enough: "Finding Harbours" would be carried by any "finding".
+_FACT_STOP_WORDS = frozenset(answer_tokens(" ".join(sorted(FACT_STOP_WORDS))))
 
 
 # a re-run produces a repair's fact when one part holds this share of its content words: the repair's own words
@@ -132,7 +130,7 @@ def _share(item: str, part: str) -> float:
 def gold_words(gold: str) -> set[str]:
     """The gold answer's content words (stemmed); all its tokens when it has only function words."""
     tokens = set(answer_tokens(gold))
-    return (tokens - _FUNCTION_WORDS) or tokens
+    return (tokens - _FACT_STOP_WORDS) or tokens
 
 
 def carries(gold: str, text: str) -> bool:

@@ -1,11 +1,11 @@
-"""Category-aware scoring: abstention, multi-hop, open-domain, the judge-free rule."""
+"""Category-aware scoring: abstention, multi-hop, open-domain, the judge-free rule (declines: test_declines.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from memtrace_opt.data import ABSTAIN_ANSWER, Question, load_sample
-from memtrace_opt.metrics import AnswerScore, is_abstention, score_answer
+from memtrace_opt.metrics import AnswerScore, score_answer
 
 
 def sample_question(text: str) -> Question:
@@ -15,27 +15,6 @@ def sample_question(text: str) -> Question:
 
 def make(answer: str, category: str = "single-hop", abstention: bool = False) -> Question:
     return Question("x:q0", "?", answer, category, None, ("D1:1",), abstention=abstention)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "Not mentioned in the conversation.",
-        "There is no information about Maya's dog.",
-        "Unknown",
-        "It cannot be determined from the conversation.",
-        "I don\u2019t know.",
-        "The conversation does not mention a dog.",
-        "The information provided is not enough.",
-    ],
-)
-def test_abstentions_are_recognized(text: str) -> None:
-    assert is_abstention(text)
-
-
-@pytest.mark.parametrize("text", ["Biscuit", "Denver, Colorado", "No, the trip was cancelled", "June 2023"])
-def test_answers_are_not_abstentions(text: str) -> None:
-    assert not is_abstention(text)
 
 
 def test_adversarial_question_rewards_abstaining_only() -> None:

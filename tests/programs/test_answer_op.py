@@ -25,6 +25,11 @@ def _units():
         ("None", ABSTAIN_ANSWER),
         ("unknown.", ABSTAIN_ANSWER),
         ("", ABSTAIN_ANSWER),
+        ("N/A", ABSTAIN_ANSWER),
+        ("No answer", ABSTAIN_ANSWER),
+        ("The context does not mention a dog.", ABSTAIN_ANSWER),
+        ("an unknown artist", "an unknown artist"),  # an answer that holds a decline word stays an answer
+        ("None of them", "None of them"),
         ("Answer: Denver [[ ## completed ## ]]", "Denver"),
     ],
 )
