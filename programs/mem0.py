@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,6 +192,27 @@ class UpdateDecision(BoundedLMOperation):
         return dspy.Prediction(
             memory_actions=actions, invalid_ids=invalid_ids, invalid_items=invalid_items, lm_skipped=False, error=None
         )
+
+    @staticmethod
+    def live_after(fields: Mapping[str, str], outputs: Mapping[str, Any]) -> list[str] | None:
+        """What one call leaves live, read from its prompt's fields and its reply as `run` reads them: the memories
+        it was shown with its actions applied (an UPDATE's merged text in place, a DELETE's memory gone) and the
+        texts it ADDs. A new fact no action keeps is not among them. None when the shown memories do not parse."""
+        try:
+            shown = json.loads(fields["existing_memories"])
+            live = {str(item["id"]): str(item["text"]) for item in shown}
+        except (KeyError, TypeError, ValueError):
+            return None
+        actions, _, _ = map_actions(outputs.get("memory_actions") or [], {key: key for key in live})
+        added: list[str] = []
+        for action in actions:
+            if action["event"] == "ADD":
+                added.append(action["text"])
+            elif action["event"] == "UPDATE" and action["unit_id"] in live:
+                live[action["unit_id"]] = action["text"]
+            elif action["event"] == "DELETE":
+                live.pop(action["unit_id"], None)
+        return [*live.values(), *added]
 
 
 def map_actions(items: Sequence[Any], id_map: dict[str, str]) -> tuple[list[dict[str, Any]], int, int]:

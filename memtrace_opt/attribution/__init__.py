@@ -13,7 +13,7 @@ information flow of a failed question (`Flow`, `NeededInfo`) and the store-actio
 `action_unit`) that the optimizer's evidence and the benchmark's fault injection share.
 """
 
-from memtrace_opt.attribution._evidence import NeededInfo
+from memtrace_opt.attribution._evidence import Evidence, NeededInfo, find_evidence
 from memtrace_opt.attribution._flow import Flow
 from memtrace_opt.attribution._graph import (
     GraphUnavailable,
@@ -64,6 +64,7 @@ __all__ = [
     "DELETION",
     "ERROR_TYPES",
     "EXTRACTION",
+    "Evidence",
     "FailedCase",
     "Flow",
     "GOLD",
@@ -83,6 +84,7 @@ __all__ = [
     "attribute_run",
     "error_type_for_op",
     "failed_cases",
+    "find_evidence",
     "get_attributor",
     "load_case_graph",
     "make_verdict",

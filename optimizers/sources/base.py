@@ -47,11 +47,13 @@ class Candidate:
     instruction: str
     demos: tuple[Mapping[str, Any], ...] | None = None
     origin: str = REFLECTION
+    built_from: tuple[str, ...] = ()  # the local calls (keys) it was made from: the local objective scores it on the rest
 
     @classmethod
     def of(cls, predictor: str, instruction: str, demos: Sequence[Mapping[str, Any]] | None = None,
-           origin: str = REFLECTION) -> Candidate:
-        return cls(predictor, instruction, None if demos is None else tuple(dict(d) for d in demos), origin)
+           origin: str = REFLECTION, built_from: Sequence[str] = ()) -> Candidate:
+        return cls(predictor, instruction, None if demos is None else tuple(dict(d) for d in demos), origin,
+                   tuple(built_from))
 
     @property
     def sets_demos(self) -> bool:
@@ -75,12 +77,14 @@ class Candidate:
         out: dict[str, Any] = {"predictor": self.predictor, "instruction": self.instruction, "origin": self.origin}
         if self.demos is not None:
             out["demos"] = self.demo_list()
+        if self.built_from:
+            out["built_from"] = list(self.built_from)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Candidate:
         return cls.of(str(data["predictor"]), str(data["instruction"]), data.get("demos"),
-                      str(data.get("origin") or REFLECTION))
+                      str(data.get("origin") or REFLECTION), [str(k) for k in data.get("built_from") or ()])
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,193 @@
+"""The local objective: a candidate prompt scored on the chosen predictor's local set (`evaluation/local_set.py`)
+by re-running only those calls, one LM call each, with no replay of the conversation.
+
+Each call of the set is re-run with the prompt it was recorded with (its user message) under the candidate's
+system message and demos, and its reply read as the op reads it. Per target (a question's needed information,
+or a repair's added facts) the score counts what the candidate `carried`, what it `fixed` (carried where the
+seed's reply did not) and `lost` (carried by the seed, not by it); a call whose output is larger than the largest
+the seed wrote on the set is `bloat` and carries nothing (an extraction that copies its window would "carry"
+everything and ruin retrieval). The calls a candidate was made from (`Candidate.built_from`: the repaired call
+of a repair demo, the calls whose replies became its demos, the blamed calls the reflection LM was shown) are
+scored apart: the score that ranks is on the rest, so a demo is never judged on the call it copies.
+
+Replies are kept per (prompt in force, call) in a `ReplyBook` (the study, for a run), so a resumed round, or two
+candidates with the same prompt, pays nothing twice.
+
+    objective = LocalObjective(local_set, program, lm, book)
+    score = objective.score(candidate)          # LocalScore: carried / fixed / lost / bloat, on the rest
+    score.gain, score.beats(margin), score.to_dict()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import warnings
+from collections.abc import Mapping, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+import dspy
+
+from memtrace_opt.optimizers.evaluation.local_set import (
+    LocalCall,
+    LocalSet,
+    ReplyReader,
+    predictor_op,
+    read_reply,
+)
+from memtrace_opt.optimizers.evaluation.memo import lm_name
+
+__all__ = ["LocalObjective", "LocalScore", "ReplyBook", "DictReplyBook"]
+
+log = logging.getLogger(__name__)
+
+
+class ReplyBook(Protocol):
+    """Where re-run replies are kept by key (a hash of the model, the prompt in force and the call). `get` returns
+    None for an unknown key; neither method may raise for a missing entry."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def put(self, key: str, reply: str) -> None: ...
+
+
+class DictReplyBook:
+    """A `ReplyBook` in a dict (one process, one run)."""
+
+    def __init__(self, store: MutableMapping[str, str] | None = None) -> None:
+        self.store: MutableMapping[str, str] = {} if store is None else store
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            return self.store.get(key)
+
+    def put(self, key: str, reply: str) -> None:
+        with self._lock:
+            self.store[key] = reply
+
+
+@dataclass(frozen=True)
+class LocalScore:
+    """A candidate on the local set: counts over the targets of the calls it was not made from (the ranking
+    score), and how many calls were left out as its own (`own_calls`). `lm_calls` is what this scoring cost
+    live (replies found in the book cost nothing)."""
+
+    targets: int
+    carried: int
+    seed_carried: int
+    fixed: int
+    lost: int
+    bloat: int
+    calls: int
+    own_calls: int = 0
+    lm_calls: int = 0
+
+    @property
+    def gain(self) -> int:
+        """Targets gained net of those lost: what ranks candidates."""
+        return self.fixed - self.lost
+
+    def beats(self, margin: int) -> bool:
+        """Whether the candidate carries at least `margin` more targets than the seed, net (and at least one)."""
+        return self.gain >= max(1, margin)
+
+    @property
+    def why(self) -> str:
+        own = f"; {self.own_calls} calls it was made from left out" if self.own_calls else ""
+        return (f"local {self.carried}/{self.targets} carried (seed {self.seed_carried}): +{self.fixed} fixed, "
+                f"-{self.lost} lost, {self.bloat} bloated on {self.calls} calls{own}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LocalScore:
+        return cls(**{k: int(data.get(k) or 0) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class _CallResult:
+    carried: tuple[bool, ...]
+    bloat: bool
+    live: bool  # the reply came from the LM, not the book
+
+
+class LocalObjective:
+    """Scores candidates for `local.predictor` of `program` on `local` (module doc), re-running calls with `lm`
+    (default: the configured LM), `threads` at a time, keeping replies in `book`."""
+
+    def __init__(self, local: LocalSet, program: dspy.Module, lm: Any = None, book: ReplyBook | None = None,
+                 *, threads: int = 1) -> None:
+        self.local, self.program, self.lm = local, program, lm
+        self.book: ReplyBook = book if book is not None else DictReplyBook()
+        self.threads = max(1, threads)
+        self.op = predictor_op(program, local.predictor)
+        self.parsed = ReplyReader(program, local.predictor)
+
+    def score(self, candidate: Any) -> LocalScore:
+        """`candidate` (a `Candidate` for this predictor) on the calls it was not made from; on every call when it
+        was made from all of them."""
+        own = set(getattr(candidate, "built_from", ()) or ())
+        calls = [c for c in self.local.calls if c.key not in own] or list(self.local.calls)
+        results = self._run(candidate, calls)
+        targets = carried = seed = fixed = lost = bloat = live = 0
+        for call, result in zip(calls, results, strict=True):
+            bloat += result.bloat
+            live += result.live
+            for now, before in zip(result.carried, call.seed_carried, strict=True):
+                targets += 1
+                carried += now
+                seed += before
+                fixed += now and not before
+                lost += before and not now
+        return LocalScore(targets, carried, seed, fixed, lost, bloat, len(calls),
+                          len(self.local.calls) - len(calls), live)
+
+    def _run(self, candidate: Any, calls: Sequence[LocalCall]) -> list[_CallResult]:
+        head = self._head(candidate)
+        prefix = hashlib.sha256(json.dumps([lm_name(self.lm), head], sort_keys=True).encode()).hexdigest()[:24]
+        if self.threads == 1 or len(calls) < 2:
+            return [self._one(head, prefix, call) for call in calls]
+        with ThreadPoolExecutor(self.threads) as pool:
+            return list(pool.map(lambda call: self._one(head, prefix, call), calls))
+
+    def _head(self, candidate: Any) -> list[dict[str, str]]:
+        """The system message and demo turns the candidate puts before each recorded user message."""
+        target = dict(self.program.named_predictors())[self.local.predictor]
+        signature = target.signature.with_instructions(candidate.instruction)
+        demos = candidate.demo_list()
+        adapter = self.parsed.adapter
+        return [{"role": "system", "content": adapter.format_system_message(signature)},
+                *adapter.format_demos(signature, [dict(d) for d in (target.demos if demos is None else demos)])]
+
+    def _one(self, head: list[dict[str, str]], prefix: str, call: LocalCall) -> _CallResult:
+        key = hashlib.sha256(f"{prefix}\x1f{call.key}\x1f{call.prompt}".encode()).hexdigest()[:32]
+        reply = self.book.get(key)
+        live = reply is None
+        if reply is None:
+            reply = self._ask(head, call)
+            self.book.put(key, reply)
+        reading = read_reply(self.local.role, self.op, self.parsed, call.prompt, reply)
+        limit = self.local.bloat_limit
+        bloat = limit > 0 and reading.size > limit
+        carried = tuple(False if bloat else t.carried(self.local.role, reading.parts, reading.answer)
+                        for t in call.targets)
+        return _CallResult(carried, bloat, live)
+
+    def _ask(self, head: list[dict[str, str]], call: LocalCall) -> str:
+        target = dict(self.program.named_predictors())[self.local.predictor]
+        lm = self.lm if self.lm is not None else dspy.settings.lm
+        try:
+            with warnings.catch_warnings():  # the message form is what DSPy's own adapters send (dspy is pinned)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                outputs = lm(messages=[*head, {"role": "user", "content": call.prompt}], **dict(target.config))
+        except Exception as error:  # noqa: BLE001 - a failed call carries nothing; a spent budget is a BaseException
+            log.warning("local objective of %s on %s: the call failed: %s", self.local.predictor, call.key, error)
+            return ""
+        first = outputs[0] if outputs else ""
+        return str(first.get("text") or "") if isinstance(first, dict) else str(first or "")
