@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from required import need_module
 
 from memtrace_opt.report.demo_run import write_demo_run
 
 
 def need(module: str) -> ModuleType:
     """Imports `module`; skips the test without it, except in CI where it must be installed."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail(f"{module} is missing in CI: pip install -e '.[dev]' installs it")
-        pytest.skip(f"{module} is not installed (pip install -e '.[dev]')")
+    return need_module(module, "pip install -e '.[dev]' installs it")
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import dspy
-import pytest
+from required import need_module
 
 from memtrace_opt.lm.grammar import GrammarBounds, reply_format, reply_grammar
 
@@ -47,7 +47,7 @@ def test_each_output_type_gets_its_kind_in_field_order():
 
 
 def test_the_grammar_spells_the_adapters_markers_and_bounds_lists():
-    pytest.importorskip("llama_cpp")
+    need_module("llama_cpp", "pip install -e '.[local]'")
     text = reply_grammar(*_prompt(Mixed), GrammarBounds(max_items=3))
     assert text is not None
     root = text.splitlines()[0]
@@ -60,7 +60,7 @@ def test_the_grammar_spells_the_adapters_markers_and_bounds_lists():
 
 
 def test_objects_of_any_values_are_held_to_scalar_values():
-    pytest.importorskip("llama_cpp")
+    need_module("llama_cpp", "pip install -e '.[local]'")
     text = reply_grammar(*_prompt(Actions))
     assert text is not None
     assert "string | number | boolean | null" in text

@@ -9,10 +9,11 @@ from typing import Any
 import dspy
 import numpy as np
 import pytest
+from required import need_module
 
 from memtrace_opt.lm.embedded import EmbeddedEngine, EngineLevers, LoadedModel
 
-llama_cpp = pytest.importorskip("llama_cpp")
+llama_cpp = need_module("llama_cpp", "pip install -e '.[local]'")
 
 from memtrace_opt.lm._llama_state import PrefixStateCache, common_prefix  # noqa: E402
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from required import need_module
 
 from memtrace_opt.errors import ConfigError, ModelUnavailable
 from memtrace_opt.lm import embedded
@@ -20,8 +21,8 @@ from memtrace_opt.lm.serve import (
     require_server,
 )
 
-llama_cpp = pytest.importorskip("llama_cpp")
-pytest.importorskip("pydantic_settings")
+llama_cpp = need_module("llama_cpp", "pip install -e '.[local]'")
+need_module("pydantic_settings", "pip install -e '.[serve]'")
 
 # what llama-cpp-python's server hands llama_cpp.Llama from its ModelSettings (llama_cpp/server/model.py)
 SERVER_PASSES = ("n_gpu_layers", "split_mode", "main_gpu", "tensor_split", "vocab_only", "use_mmap", "use_mlock",
@@ -148,7 +149,7 @@ def test_a_role_runs_through_litellm_against_the_served_app(monkeypatch, tmp_pat
 
     import dspy
 
-    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extra is not installed")
+    need_module("llama_cpp.server.app", "pip install -e '.[serve]' (llama-cpp-python's server extra)")
     from llama_cpp.server.model import LlamaProxy
 
     from memtrace_opt.lm.roles import ModelSpec, build_lm
@@ -188,6 +189,6 @@ def test_a_role_runs_through_litellm_against_the_served_app(monkeypatch, tmp_pat
 
 def test_the_server_imports_llama_cpp_as_the_engine_does(monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extra is not installed")
+    need_module("llama_cpp.server.app", "pip install -e '.[serve]' (llama-cpp-python's server extra)")
     require_server()
     assert embedded.os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # idle OpenMP threads do not spin

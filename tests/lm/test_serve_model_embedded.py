@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Iterator
 
 import pytest
+from required import need_module
 
 from memtrace_opt.data import DataSlice
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec
@@ -36,7 +37,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[str]:
     """The api_base of a `memtrace serve-model` process, stopped with SIGTERM afterwards."""
-    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extra is not installed")
+    need_module("llama_cpp.server.app", "pip install -e '.[serve]' (llama-cpp-python's server extra)")
     port = _free_port()
     command = [sys.executable, "-c", "from memtrace_opt.cli import main; main()", "serve-model", "--model",
                "embedded", "--port", str(port), "--name", NAME]
