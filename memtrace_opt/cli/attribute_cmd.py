@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from memtrace_opt.attribution.protocol import LM_FREE_METHODS
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, with_model_flags
-from memtrace_opt.lm.roles import ModelRoles
+from memtrace_opt.lm.roles import ModelRoles, check_roles
 
 
 def attribute_command_impl(
@@ -38,7 +38,10 @@ def attribute_command_impl(
     lm = None
     provider = None
     if method not in LM_FREE_METHODS:
-        models = models if models is not None else Models.from_roles(roles or ModelRoles())
+        if models is None:
+            roles = roles or ModelRoles()
+            check_roles(roles, ("attributor", "task") if method == "counterfactual" else ("attributor",))
+            models = Models.from_roles(roles)
         lm = models.attributor
         if method == "counterfactual":
             provider = run_replay_provider(run, models.task)

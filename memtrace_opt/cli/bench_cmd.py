@@ -10,19 +10,21 @@ import typer
 from memtrace_opt.attribution.protocol import LM_FREE_METHODS
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, data_slice, with_model_flags
-from memtrace_opt.lm.roles import ModelRoles
+from memtrace_opt.lm.roles import ModelRoles, check_roles
 
 bench_app = typer.Typer(help="MemTraceBench: build labelled failures, score attribution methods.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
 
 
-def _models(roles: ModelRoles, models: Any = None) -> Any:
-    """The run's models; a "fake" task model answers with the built-in systems' default skills."""
+def _models(roles: ModelRoles, models: Any = None, needed: tuple[str, ...] = ("task",)) -> Any:
+    """The run's models, each role in `needed` checked first (one short call); a "fake" task model answers with
+    the built-in systems' default skills."""
     from memtrace_opt.lm.models import Models
 
     if models is not None:
         return models
+    check_roles(roles, needed)
     if roles.spec("task").kind == "fake":
         from memtrace_opt.testing import FakeEngine
         from memtrace_opt.testing.skills import default_skills
@@ -104,7 +106,8 @@ def bench_eval_impl(
         raise ConfigError(f"unknown attribution method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}")
     lm = task_lm = None
     if any(m not in LM_FREE_METHODS for m in methods):
-        built = _models(roles or ModelRoles(), models)
+        built = _models(roles or ModelRoles(), models,
+                        ("attributor", "task") if "counterfactual" in methods else ("attributor",))
         lm = built.attributor
         task_lm = built.task if "counterfactual" in methods else None
     out_console = console()

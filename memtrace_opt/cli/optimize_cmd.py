@@ -206,6 +206,7 @@ def compare_command(
     (accuracy against LM calls) and programs/<optimizer>.json (each optimized program) under --out. The loop's
     flags (--rounds, --patience, --demos, --min-val-gain, ...) set our loop (`memtrace`, `blame_response` and the ablations `memtrace_roundrobin`, `memtrace_all`, `memtrace_norepair`).
     """
+    from memtrace_opt.lm.roles import check_roles
     from memtrace_opt.optimizers.comparison.compare import (
         CompareRequest,
         compare_optimizers,
@@ -229,6 +230,7 @@ def compare_command(
         loop=LoopSettings.of(**_loop_values(dict(cfg.get("optimize") or {}), loop, COMPARE_OWN), seed=seed),
         resume=resume,
     )
+    check_roles(roles, ("task", "reflection", "attributor", *(("judge",) if judge else ())))  # one short call each
     out_console = console()
 
     def on_row(row: Any) -> None:

@@ -12,7 +12,7 @@ import hashlib
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from memtrace_opt.errors import ConfigError, ModelUnavailable
@@ -188,30 +188,30 @@ def build_lm(spec: ModelSpec, role: str = "task", *, usage: Any = None, fake_eng
 
 
 PING = "Reply with the single word OK."
+PING_MAX_TOKENS = 16
 CHECK_TIMEOUT_S = 30.0
 
 
 def check_model(spec: ModelSpec, role: str = "task", *, timeout: float = CHECK_TIMEOUT_S) -> None:
-    """Make sure `spec` can answer before a job spends its time: one tiny uncached call, no retries, at most
-    `timeout` seconds. Raises ModelUnavailable naming the role, the model and what failed.
+    """Make sure `spec` can answer before a job spends its time: one tiny uncached call (at most
+    `PING_MAX_TOKENS` tokens, no retries). Raises ModelUnavailable naming the role, the model and what failed.
 
-    The fake model is not called (a test scripts its failures); the embedded model is prepared (llama_cpp
-    importable, the weights assembled and verified) but not called, so no job pays an extra generation.
+    A server is given at most `timeout` seconds; the embedded model is prepared (llama_cpp importable, the weights
+    assembled and verified), loaded and asked too, with no time limit (an in-process engine takes no client
+    timeout, and the load is the job's own first step). The probe LM keeps its own usage tracker, so the call
+    counts in no job's usage or LM-call budget. The fake model is not called (tests script its calls).
     """
     from memtrace_opt.redact import redact_text
 
     if spec.kind == FAKE:
         return
-    if spec.kind == "embedded":
-        build_lm(spec, role)
-        return
-    probe = ModelSpec(model=spec.model, api_base=spec.api_base, api_key_env=spec.api_key_env,
-                      temperature=spec.temperature, max_tokens=min(spec.max_tokens, 16),
-                      extra={**spec.extra, "cache": False, "num_retries": 0})
+    probe = replace(spec, max_tokens=min(spec.max_tokens, PING_MAX_TOKENS),
+                    extra={**spec.extra, "cache": False, "num_retries": 0})
     where = f" at {spec.api_base}" if spec.api_base else ""
-    lm = build_lm(probe, role)
+    lm = build_lm(probe, role)  # no `usage`: a tracker of its own, never a job's
+    limit = {} if spec.kind == "embedded" else {"timeout": timeout}
     try:
-        lm(PING, timeout=timeout)
+        lm(PING, **limit)
     except Exception as exc:  # noqa: BLE001 - any failure of the probe is the user's model setup
         detail = " ".join(str(exc).split()) or type(exc).__name__
         if len(detail) > 300:

@@ -139,13 +139,34 @@ def test_an_empty_slice_exits_2(tmp_path, capsys):
     assert "selects no questions" in capsys.readouterr().err
 
 
-def test_a_model_that_cannot_answer_exits_2_naming_the_role(tmp_path, capsys):
-    argv = ["run", "--system", "rag", "--lm", "openai/x", "--lm-api-base", "http://127.0.0.1:9/v1", "--no-judge",
-            "--out", str(tmp_path / "r")]
-    assert run_cli(argv) == 2
+# every command that uses a model role checks each role it will use (one short call) before its job; RUN is a
+# directory, OUT one that must not be written
+ROLE_CHECKS = {
+    "run": (["run", "--system", "rag", "--lm", "fake", "--judge", "--out", "OUT"], "judge"),
+    "optimize": (["optimize", "--system", "rag", "--lm", "fake", "--out", "RUN"], "reflection"),
+    "compare": (["compare", "--system", "rag", "--lm", "fake", "--optimizers", "mipro", "--out", "OUT"], "attributor"),
+    "attribute": (["attribute", "RUN", "--method", "graphtrace", "--lm", "fake"], "attributor"),
+    "attribute counterfactual": (["attribute", "RUN", "--method", "counterfactual", "--attributor-lm", "fake"],
+                                 "task"),
+    "bench build": (["bench", "build", "-s", "rag", "--out", "OUT"], "task"),
+    "bench eval": (["bench", "eval", "RUN", "-m", "lineage", "-m", "all_at_once", "--lm", "fake"], "attributor"),
+}
+ROLE_FLAGS = {"task": ("--lm", "--lm-api-base"), "judge": ("--judge-lm", "--judge-api-base"),
+              "reflection": ("--reflection-lm", "--reflection-api-base"),
+              "attributor": ("--attributor-lm", "--attributor-api-base")}
+
+
+@pytest.mark.parametrize("name", ROLE_CHECKS)
+def test_a_model_that_cannot_answer_exits_2_naming_the_role(name, tmp_path, closed_api_base, capsys):
+    argv, role = ROLE_CHECKS[name]
+    out = tmp_path / "out"
+    argv = [{"RUN": str(tmp_path), "OUT": str(out)}.get(a, a) for a in argv]
+    model_flag, base_flag = ROLE_FLAGS[role]
+    assert run_cli([*argv, model_flag, "openai/x", base_flag, closed_api_base]) == 2
     err = capsys.readouterr().err
     one_line_error(err)
-    assert "task model openai/x" in err
+    assert f"error: {role} model openai/x at {closed_api_base} did not answer a test call" in err
+    assert not out.exists()  # nothing written: the check comes before the job
 
 
 def test_ctrl_c_during_optimize_exits_130_with_the_manifest_marked(tmp_path, monkeypatch, capsys):
