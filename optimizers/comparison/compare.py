@@ -52,7 +52,7 @@ from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
 from memtrace_opt.optimizers.evaluation.program_io import changed_prompts, demo_changes, save_program
 from memtrace_opt.optimizers.evaluation.qa import QAContext
-from memtrace_opt.optimizers.evaluation.splits import SplitRequest, make_splits
+from memtrace_opt.optimizers.evaluation.splits import SplitRequest, make_splits, same_splits
 from memtrace_opt.optimizers.loop.budget import LMBudget
 from memtrace_opt.optimizers.loop.round_robin import RoundRobin
 from memtrace_opt.optimizers.loop.routing import EveryPredictor
@@ -280,7 +280,7 @@ def _resumed_rows(out: Path, setting: dict[str, Any]) -> list[CompareRow]:
         rows = [CompareRow.from_dict(r) for r in saved.get("rows") or []]
     except (ValueError, TypeError, KeyError) as exc:
         raise ConfigError(f"{path}: cannot resume from it ({type(exc).__name__}: {exc}); use another --out") from None
-    differing = [k for k in setting if head[k] != setting[k]]
+    differing = [k for k in setting if not (same_splits(head[k], setting[k]) if k == "splits" else head[k] == setting[k])]
     if differing:
         raise ConfigError(f"{path} was written by another comparison (its {', '.join(differing)} differ); "
                           "use another --out, or run without --resume to start again")

@@ -1,35 +1,58 @@
-"""Train / validation / test splits of a dataset slice.
+"""Train / validation / test splits of a dataset slice: a conversation belongs to one split only.
 
-Two ways, both deterministic:
-* by conversation: `--train conv-26,conv-30 --val conv-41 --test conv-42,conv-43` names the conversations of
-  each split (test conversations are then never seen during optimization);
-* by question: with no conversation lists, the questions of the loaded slice are shuffled with the seed and
-  cut by `--split 0.4,0.3,0.3` (the splits then share conversations and their memory, the cheapest setup).
-`per_split` caps each split's question count (a deterministic sample).
+A held-out figure must never include a conversation the optimizer saw (its turns, its memory), so every way of
+splitting keeps whole conversations apart, unless the data has too few of them (then the manifest says so):
+
+* named: `--train conv-26,conv-30 --val conv-41 --test conv-42,conv-43`. A conversation named by two of the
+  flags is a usage error. Without `--val`, validation is drawn (seeded) from the data's conversations outside
+  `--train` and `--test`, as many as `--train` names; with none left, `--train`'s questions are split train : val
+  by the `--split` fractions (the two then share those conversations, never the test's).
+* by fractions: without conversation lists, `--split 0.4,0.3,0.3` assigns whole conversations to the splits
+  (seeded), each split's question count as close to its share as the conversations allow, every split holding
+  one when there are at least three. With two conversations, test takes the one nearer its share and train and
+  val split the other's questions; with one (the packaged sample), its questions are split by the fractions.
+
+`per_split` caps each split's question count (a deterministic sample). A choice the flags did not spell out is
+one line, `Splits.note`, logged and recorded with the lists (`Splits.to_dict`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from memtrace_opt.data import Conversation, Dataset, DataSlice
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.roles import ModelRoles
+from memtrace_opt.optimizers.evaluation.split_fractions import assign_by_fractions
 
-__all__ = ["Splits", "SplitRequest", "parse_ids", "parse_fractions", "make_splits"]
+__all__ = ["Splits", "SplitMode", "SplitRequest", "parse_ids", "parse_fractions", "make_splits", "same_splits"]
+
+log = logging.getLogger(__name__)
 
 SPLIT_NAMES = ("train", "val", "test")
+
+
+class SplitMode(str, Enum):
+    """How the splits were made (compare.json and the manifest record the value)."""
+
+    NAMED = "conversations"  # the conversation lists of --train/--val/--test (val drawn from the rest if not named)
+    FRACTIONS = "conversations by fractions"  # --split over whole conversations
+    TRAIN_VAL_SHARED = "conversations (train and val share)"  # too few conversations: train/val split questions
+    SINGLE = "questions (single conversation)"  # one conversation: its questions split three ways
 
 
 @dataclass(frozen=True)
 class SplitRequest:
     """What `memtrace optimize` and `memtrace compare` share: the system, the data slice, the model roles, the
     output directory, and how to split. `train`/`val`/`test` are comma-separated conversation ids; without them
-    the questions of the slice are split by `split` fractions (`per_split` caps each split)."""
+    the conversations of the slice are split by `split` fractions (`per_split` caps each split)."""
 
     system: str
     data: str
@@ -45,32 +68,64 @@ class SplitRequest:
 
 @dataclass(frozen=True)
 class Splits:
-    """The conversations (each cut to the split's questions) of each split, and how they were made."""
+    """The conversations (each cut to the split's questions) of each split, how they were made, and the one-line
+    note of a choice the flags did not spell out (None when they did)."""
 
     train: tuple[Conversation, ...]
     val: tuple[Conversation, ...]
     test: tuple[Conversation, ...]
-    mode: str
+    mode: SplitMode
+    note: str | None = None
 
     def sizes(self) -> dict[str, int]:
         return {name: sum(len(c.questions) for c in getattr(self, name)) for name in SPLIT_NAMES}
 
+    def shared_conversations(self) -> dict[str, list[str]]:
+        """Conversation id -> the splits holding its questions, for each one in more than one split."""
+        where: dict[str, list[str]] = {}
+        for name in SPLIT_NAMES:
+            for conversation in getattr(self, name):
+                where.setdefault(conversation.sample_id, []).append(name)
+        return {sample_id: names for sample_id, names in where.items() if len(names) > 1}
+
     def to_dict(self) -> dict[str, Any]:
+        """The record compare.json and the manifest keep: per split its conversations, question count and a
+        digest of its question ids; the mode, the shared conversations and the note."""
         return {
-            "mode": self.mode,
-            **{
-                name: {
-                    "conversations": [c.sample_id for c in getattr(self, name)],
-                    "questions": sum(len(c.questions) for c in getattr(self, name)),
-                }
-                for name in SPLIT_NAMES
-            },
+            "mode": self.mode.value,
+            **{name: _split_record(getattr(self, name)) for name in SPLIT_NAMES},
+            "shared_conversations": self.shared_conversations(),
+            "note": self.note,
         }
 
 
+def _split_record(conversations: Sequence[Conversation]) -> dict[str, Any]:
+    keys = sorted(f"{c.sample_id}\t{q.question_id}" for c in conversations for q in c.questions)
+    return {
+        "conversations": [c.sample_id for c in conversations],
+        "questions": len(keys),
+        "digest": hashlib.sha256("\n".join(keys).encode("utf-8")).hexdigest()[:16],
+    }
+
+
+def same_splits(saved: Mapping[str, Any] | None, current: Mapping[str, Any]) -> bool:
+    """Whether a recorded `Splits.to_dict` (`saved`) holds the same splits as `current`. A record written before
+    the digests and shared conversations were kept is compared on the keys it has (mode, lists, counts)."""
+    if not isinstance(saved, Mapping) or any(k not in saved for k in ("mode", *SPLIT_NAMES)):
+        return False
+    for key, value in saved.items():
+        mine = current.get(key)
+        if key in SPLIT_NAMES and isinstance(value, Mapping) and isinstance(mine, Mapping):
+            if any(mine.get(k) != v for k, v in value.items()):
+                return False
+        elif mine != value:
+            return False
+    return True
+
+
 def parse_ids(text: str | None) -> tuple[str, ...]:
-    """"conv-26, conv-30" -> ("conv-26", "conv-30"); None or "" -> ()."""
-    return tuple(part.strip() for part in (text or "").split(",") if part.strip())
+    """"conv-26, conv-30" -> ("conv-26", "conv-30"); None or "" -> (); a repeated id once."""
+    return tuple(dict.fromkeys(part.strip() for part in (text or "").split(",") if part.strip()))
 
 
 def parse_fractions(text: str) -> tuple[float, float, float]:
@@ -85,6 +140,14 @@ def parse_fractions(text: str) -> tuple[float, float, float]:
     return (values[0] / total, values[1] / total, values[2] / total)
 
 
+class _Parts(NamedTuple):
+    """The uncapped splits, by name, how they were made and the note."""
+
+    conversations: dict[str, tuple[Conversation, ...]]
+    mode: SplitMode
+    note: str | None = None
+
+
 def _cap(conversations: Sequence[Conversation], cap: int | None, seed: int) -> tuple[Conversation, ...]:
     if cap is None:
         return tuple(conversations)
@@ -95,34 +158,88 @@ def _cap(conversations: Sequence[Conversation], cap: int | None, seed: int) -> t
     return tuple(c for c in out if c.questions)
 
 
-def _by_conversation(dataset: Dataset, ids: dict[str, tuple[str, ...]]) -> dict[str, tuple[Conversation, ...]]:
+def _split_questions(conversations: Sequence[Conversation], weights: Sequence[float], seed: int,
+                     what: str) -> list[tuple[Conversation, ...]]:
+    """The questions of `conversations` shuffled with `seed` and cut by `weights` (fractions summing to 1; each
+    part but the last at least one question), each part as the conversations cut to its questions."""
+    keys = [(c.sample_id, q.question_id) for c in conversations for q in c.questions]
+    if len(keys) < len(weights):
+        raise ConfigError(f"{what}: {len(keys)} questions cannot be split {len(weights)} ways")
+    random.Random(seed).shuffle(keys)
+    parts, start = [], 0
+    for weight in weights[:-1]:
+        count = max(1, round(weight * len(keys)))
+        parts.append(keys[start:start + count])
+        start += count
+    parts.append(keys[start:])
+    out = []
+    for chosen in parts:
+        wanted = set(chosen)
+        cut = [replace(c, questions=tuple(q for q in c.questions if (c.sample_id, q.question_id) in wanted))
+               for c in conversations]
+        out.append(tuple(c for c in cut if c.questions))
+    return out
+
+
+def _pair(fractions: Sequence[float]) -> tuple[float, float]:
+    """The train and val fractions of three, normalized to sum to 1."""
+    return (fractions[0] / (fractions[0] + fractions[1]), fractions[1] / (fractions[0] + fractions[1]))
+
+
+def _named(dataset: Dataset, ids: dict[str, tuple[str, ...]], split: str, seed: int) -> _Parts:
     known = {c.sample_id: c for c in dataset.conversations}
-    out: dict[str, tuple[Conversation, ...]] = {}
+    owner: dict[str, str] = {}
     for name in SPLIT_NAMES:
         missing = [i for i in ids[name] if i not in known]
         if missing:
             raise ConfigError(f"--{name}: {dataset.name} has no conversation {missing[0]!r}")
-        out[name] = tuple(known[i] for i in ids[name])
-    if not out["train"]:
+        for sample_id in ids[name]:
+            if sample_id in owner:
+                raise ConfigError(f"conversation {sample_id!r} is named by --{owner[sample_id]} and --{name}: a "
+                                  "conversation belongs to one split only (a held-out figure must not include a "
+                                  "conversation the optimizer saw)")
+            owner[sample_id] = name
+    if not ids["train"]:
         raise ConfigError("--train names no conversation")
-    return out
+    parts = {name: tuple(known[i] for i in ids[name]) for name in SPLIT_NAMES}
+    if parts["val"]:
+        return _Parts(parts, SplitMode.NAMED)
+    rest = [c for c in dataset.conversations if c.sample_id not in owner and c.questions]
+    if rest:
+        drawn = set(random.Random(seed).sample(range(len(rest)), min(len(parts["train"]), len(rest))))
+        val = tuple(c for i, c in enumerate(rest) if i in drawn)
+        note = (f"--val not given: validating on {', '.join(c.sample_id for c in val)}, drawn with seed {seed} from "
+                f"the {len(rest)} conversation(s) outside --train and --test")
+        return _Parts({**parts, "val": val}, SplitMode.NAMED, note)
+    fractions = parse_fractions(split)
+    train, val = _split_questions(parts["train"], _pair(fractions), seed, "--train")
+    note = (f"--val not given and no conversation is left outside --train and --test: train and val split "
+            f"--train's questions {fractions[0]:.2f} : {fractions[1]:.2f} (they share its conversations; "
+            "the test shares none)")
+    return _Parts({**parts, "train": train, "val": val}, SplitMode.TRAIN_VAL_SHARED, note)
 
 
-def _by_question(dataset: Dataset, fractions: tuple[float, float, float], seed: int) -> dict[str, tuple[Conversation, ...]]:
-    keys = [(c.sample_id, q.question_id) for c in dataset.conversations for q in c.questions]
-    if len(keys) < 3:
-        raise ConfigError(f"{dataset.name}: {len(keys)} questions cannot be split three ways")
-    random.Random(seed).shuffle(keys)
-    n_train = max(1, round(fractions[0] * len(keys)))
-    n_val = max(1, round(fractions[1] * len(keys)))
-    parts = {"train": keys[:n_train], "val": keys[n_train:n_train + n_val], "test": keys[n_train + n_val:]}
-    out = {}
-    for name, chosen in parts.items():
-        wanted = set(chosen)
-        convs = [replace(c, questions=tuple(q for q in c.questions if (c.sample_id, q.question_id) in wanted))
-                 for c in dataset.conversations]
-        out[name] = tuple(c for c in convs if c.questions)
-    return out
+def _by_fractions(dataset: Dataset, split: str, seed: int) -> _Parts:
+    fractions = parse_fractions(split)
+    conversations = [c for c in dataset.conversations if c.questions]
+    if len(conversations) <= 1:
+        cut = _split_questions(conversations, fractions, seed, dataset.name)
+        note = (f"{dataset.name} holds a single conversation ({conversations[0].sample_id}): its questions are "
+                "split by --split, and train, val and test share its memory")
+        return _Parts(dict(zip(SPLIT_NAMES, cut, strict=True)), SplitMode.SINGLE, note)
+    if len(conversations) == 2:
+        total = sum(len(c.questions) for c in conversations)
+        order = random.Random(seed).sample(conversations, 2)  # the seed breaks a tie
+        test = min(order, key=lambda c: abs(len(c.questions) - fractions[2] * total))
+        (other,) = [c for c in conversations if c is not test]
+        train, val = _split_questions([other], _pair(fractions), seed, other.sample_id)
+        note = (f"{dataset.name} holds two conversations: the test is {test.sample_id}; train and val split the "
+                f"questions of {other.sample_id} (they share its memory; the test shares none)")
+        return _Parts({"train": train, "val": val, "test": (test,)}, SplitMode.TRAIN_VAL_SHARED, note)
+    where = assign_by_fractions([len(c.questions) for c in conversations], fractions, seed)
+    parts = {name: tuple(c for c, k in zip(conversations, where, strict=True) if k == index)
+             for index, name in enumerate(SPLIT_NAMES)}
+    return _Parts(parts, SplitMode.FRACTIONS)
 
 
 def make_splits(
@@ -135,18 +252,13 @@ def make_splits(
     per_split: int | None = None,
     seed: int = 0,
 ) -> Splits:
-    """The three splits of `dataset` (see the module docstring). A split left empty by conversation lists
-    (no --val) reuses the training conversations."""
+    """The three splits of `dataset` (see the module docstring); a ConfigError for a conversation named by two
+    flags. The note, where there is one, is logged as a warning (the CLI shows it as one line)."""
     ids = {"train": parse_ids(train), "val": parse_ids(val), "test": parse_ids(test)}
-    if any(ids.values()):
-        parts = _by_conversation(dataset, ids)
-        if not parts["val"]:
-            parts["val"] = parts["train"]
-        mode = "conversations"
-    else:
-        parts = _by_question(dataset, parse_fractions(split), seed)
-        mode = "questions"
-    capped = {name: _cap(parts[name], per_split, seed + i) for i, name in enumerate(SPLIT_NAMES)}
+    parts = _named(dataset, ids, split, seed) if any(ids.values()) else _by_fractions(dataset, split, seed)
+    capped = {name: _cap(parts.conversations[name], per_split, seed + i) for i, name in enumerate(SPLIT_NAMES)}
     if not capped["train"] or not capped["val"]:
         raise ConfigError("the train and validation splits must each hold at least one question")
-    return Splits(capped["train"], capped["val"], capped["test"], mode)
+    if parts.note:
+        (log.info if parts.mode is SplitMode.SINGLE else log.warning)("%s", parts.note)
+    return Splits(capped["train"], capped["val"], capped["test"], parts.mode, parts.note)

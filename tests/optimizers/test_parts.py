@@ -7,7 +7,7 @@ import pytest
 from memtrace_opt.data import load_sample
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.optimizers import MostBlamed, StrictImprovement
-from memtrace_opt.optimizers.evaluation.splits import make_splits, parse_fractions
+from memtrace_opt.optimizers.evaluation.splits import SplitMode, make_splits, parse_fractions
 from memtrace_opt.optimizers.loop.selection import RoundOutcome
 
 
@@ -75,13 +75,15 @@ def test_question_split_is_deterministic_and_disjoint():
     assert ids == {name: {q.question_id for c in getattr(again, name) for q in c.questions} for name in ids}
     assert not (ids["train"] & ids["val"]) and not (ids["train"] & ids["test"]) and not (ids["val"] & ids["test"])
     assert sum(len(v) for v in ids.values()) == len(dataset.conversations[0].questions)
-    assert first.mode == "questions"
+    assert first.mode == SplitMode.SINGLE == "questions (single conversation)"  # the sample: one conversation
 
 
 def test_conversation_split_and_bad_specs():
     dataset = load_sample()
-    splits = make_splits(dataset, train="sample-1")
-    assert splits.mode == "conversations" and splits.val == splits.train and splits.test == ()
+    splits = make_splits(dataset, train="sample-1")  # no --val and no other conversation: val from train's questions
+    ids = {name: {q.question_id for c in getattr(splits, name) for q in c.questions} for name in ("train", "val")}
+    assert splits.mode == SplitMode.TRAIN_VAL_SHARED and splits.test == () and not ids["train"] & ids["val"]
+    assert len(ids["train"] | ids["val"]) == len(dataset.conversations[0].questions)
     with pytest.raises(ConfigError):
         make_splits(dataset, train="nope")
     with pytest.raises(ConfigError):
