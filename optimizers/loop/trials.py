@@ -120,7 +120,7 @@ class RoundTrials:
         self.validation_gate = ValidationGate(ctx.evaluator, ctx.valset, current_val, ctx.acceptance, ctx.budget)
         self.minibatch_calls = calls_to_rerun(plan.minibatch_ops, self.chosen)
         # a candidate's validation re-runs the valset questions its minibatch run did not answer already (the memo
-        # keeps those): with the valset the training set, as `memtrace optimize` without --val has it, they overlap
+        # keeps those): with a valset that holds training questions (a caller may pass the trainset), they overlap
         shared = {case.case_id for case in minibatch} & {case.case_id for case in ctx.valset}
         size = len(ctx.valset)
         self.val_calls = ctx.validation_calls(self.chosen) * (size - len(shared)) // max(1, size)

@@ -23,11 +23,11 @@ from memtrace_opt.rundir import RunDir
 def test_optimize_writes_a_loadable_run(tmp_path, fake_models, planted):
     models, _ = fake_models
     data = tmp_path / "toy.json"
-    write_locomo(data)
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))  # toy-c: the same conversation as toy-a, to validate on
     start = save_program(planted, tmp_path / "start.json")
     out = tmp_path / "run"
     request = OptimizeRequest(
-        system="mem0", data=str(data), out=out, train="toy-a", val="toy-a", test="toy-b", program_path=start,
+        system="mem0", data=str(data), out=out, train="toy-a", val="toy-c", test="toy-b", program_path=start,
         settings=LoopSettings.of(rounds=3, candidates=2, minibatch=5, repairs=0), attribution="lineage",
     )
     summary = optimize_system(request, models=models)
@@ -43,6 +43,10 @@ def test_optimize_writes_a_loadable_run(tmp_path, fake_models, planted):
     assert (out / "graphs" / "toy-b.json").is_file() and (out / "optuna.db").is_file()
     assert (out / "report.html").is_file()
     assert yaml.safe_load((out / "config.yaml").read_text())["splits"]["test"]["conversations"] == ["toy-b"]
+    splits = manifest["splits"]  # which data was dev and which held out, recorded
+    assert splits["mode"] == "conversations" and splits["shared_conversations"] == {} and splits["note"] is None
+    assert {name: (splits[name]["conversations"], splits[name]["questions"]) for name in ("train", "val", "test")} \
+        == {"train": (["toy-a"], 9), "val": (["toy-c"], 9), "test": (["toy-b"], 9)}
     verdicts = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
     rounds = [v for v in verdicts if "round" in v]  # the optimizer's, on its training minibatches
     assert rounds and all(v["round"] >= 1 for v in rounds)
@@ -83,6 +87,8 @@ def test_compare_writes_table_json_and_plot(tmp_path, fake_models):
     assert [r.optimizer for r in summary.rows] == ["memtrace", "bootstrap", "blame_response"]
     table = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert all(row["lm_calls"] <= 20 for row in table["rows"])
+    assert [(table["splits"][n]["conversations"], table["splits"][n]["questions"]) for n in ("train", "val", "test")] \
+        == [(["toy-a"], 9), (["toy-b"], 9), (["toy-c"], 9)]  # the three lists the rows were made with
     ours = table["rows"][0]["details"]  # our loop's rounds are kept: what it blamed and what it tried
     assert {"baseline", "rounds"} <= set(ours) and 0.0 <= ours["baseline"]["val_accuracy"] <= 1.0
     assert ours["interrupted"]["why"].startswith("cut short: LM-call budget of 20")  # 20 calls end a round
@@ -164,6 +170,11 @@ def test_compare_resumes_with_the_finished_rows_and_memorizes_again_without_the_
     # without resume the comparison starts again; another setting cannot resume from these rows
     with pytest.raises(ConfigError, match="budget differ"):
         compare_optimizers(replace(request, budget=30, resume=True), models=make_models()[0])
+    # nor other splits: other conversations, or the same ones with other questions
+    with pytest.raises(ConfigError, match="splits differ"):
+        compare_optimizers(replace(request, train="toy-b", val="toy-a", resume=True), models=make_models()[0])
+    with pytest.raises(ConfigError, match="splits differ"):
+        compare_optimizers(replace(request, per_split=5, resume=True), models=make_models()[0])
 
 
 def test_compare_runs_the_ablations_of_our_loop_as_rows(tmp_path, fake_models):

@@ -201,7 +201,7 @@ def test_candidates_the_calls_left_cannot_validate_wait_for_a_resumed_run(exampl
 
 
 def test_the_calls_left_are_counted_without_the_valset_questions_the_minibatch_answered(examples, tmp_path):
-    """Valset and training set are the same nine questions (as `memtrace optimize` without --val has them): a
+    """Valset and training set are the same nine questions (as a caller of `compile` may pass them): a
     candidate's validation replays its minibatch answers, so the demos are evaluated and validated with the 33
     calls; the rewrite with the demos, a new prompt on all nine, is not, and the round stands with the demos."""
     planted = "Answer the question from the context, in a few words."

@@ -1,6 +1,6 @@
 """One worker of an optimization, as the crew tests (and `benchmarks/bench_workers.py`) start it in a process of
 its own: Mem0 with the planted bad extraction instruction (`optfixtures.py`) and the fake LM (each call taking
-`--latency` seconds) on the toy conversation (three copies: toy-a to train on, toy-a and toy-b to validate on, so
+`--latency` seconds) on the toy conversation (four copies: toy-d to train on, toy-a and toy-b to validate on, so
 that the workers split validations by conversation, toy-c to test on), three rounds.
 
     python crew_worker.py DATA OUT [--storage URL] [--ready DIR --peers N] [--latency S] [--heartbeat S]
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         wait_for_peers(args.ready, args.peers)
     planted = args.out.parent / f"planted-{os.getpid()}.json"
     save_program(with_instruction(Mem0Memory(), EXTRACT, BAD_EXTRACT), planted)
-    request = OptimizeRequest(system="mem0", data=args.data, out=args.out, train="toy-a", val="toy-a,toy-b", test="toy-c",
+    request = OptimizeRequest(system="mem0", data=args.data, out=args.out, train="toy-d", val="toy-a,toy-b", test="toy-c",
                               settings=SETTINGS, attribution="lineage", storage=args.storage, program_path=planted)
     summary = optimize_system(request, models=models, optimizer_options={"heartbeat": args.heartbeat})
     print(f"done {summary.rounds} rounds, valset {summary.baseline_val:.3f} -> {summary.best_val:.3f}", flush=True)

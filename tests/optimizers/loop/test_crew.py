@@ -43,7 +43,7 @@ def program(tmp_path: Path, name: str) -> dict:
 
 @pytest.fixture
 def toy(tmp_path: Path) -> Path:
-    write_locomo(tmp_path / "toy.json", sample_ids=("toy-a", "toy-b", "toy-c"))
+    write_locomo(tmp_path / "toy.json", sample_ids=("toy-a", "toy-b", "toy-c", "toy-d"))  # toy-d: toy-a, to train on
     return tmp_path
 
 

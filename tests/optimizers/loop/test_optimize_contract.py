@@ -19,8 +19,8 @@ from memtrace_opt.rundir import RunDir
 def request_for(tmp_path) -> OptimizeRequest:
     data = tmp_path / "toy.json"
     if not data.exists():
-        write_locomo(data)
-    return OptimizeRequest(system="mem0", data=str(data), out=tmp_path / "run", train="toy-a", val="toy-a",
+        write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    return OptimizeRequest(system="mem0", data=str(data), out=tmp_path / "run", train="toy-a", val="toy-c",
                            test="toy-b", settings=LoopSettings.of(rounds=2, candidates=2, minibatch=5),
                            attribution="lineage")
 
