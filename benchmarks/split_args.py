@@ -20,10 +20,12 @@ DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 def add_split_arguments(parser: argparse.ArgumentParser, *, test: bool = True) -> None:
     """--data, --train, --val (and --test), --sessions, --categories, --per-split, --seed, --lm."""
     parser.add_argument("--data", default=str(DATA), help="a LoCoMo-format file (default: ../shared/data)")
-    parser.add_argument("--train", default="conv-26")
-    parser.add_argument("--val", default="conv-30")
+    parser.add_argument("--train", default="conv-26", help="conversations to optimize on (all three lists empty: "
+                        "the conversations split by 0.4,0.3,0.3, a single one by its questions)")
+    parser.add_argument("--val", default="conv-30", help="conversations to validate on (empty: drawn from the others)")
     if test:
-        parser.add_argument("--test", default="conv-41,conv-42")
+        parser.add_argument("--test", default="conv-41,conv-42",
+                            help="conversations held out (a conversation belongs to one split only)")
     parser.add_argument("--sessions", default="1-3", help="sessions kept of every conversation")
     parser.add_argument("--categories", default="single-hop,multi-hop,temporal,open-domain")
     parser.add_argument("--per-split", type=int, default=20, help="questions per split (seeded sample)")
@@ -32,7 +34,7 @@ def add_split_arguments(parser: argparse.ArgumentParser, *, test: bool = True) -
 
 
 def load_splits(args: argparse.Namespace) -> Splits:
-    """The `Splits` the arguments name."""
+    """The `Splits` the arguments name (a ConfigError for a conversation named by two of them)."""
     from memtrace_opt.cli.common import data_slice
     from memtrace_opt.data import load_data
     from memtrace_opt.optimizers.evaluation.splits import make_splits

@@ -86,9 +86,9 @@ def optimize_command(
     system: Annotated[Optional[str], typer.Option("--system", "-s", help=SYSTEM_HELP)] = None,  # noqa: UP045
     data: Annotated[Optional[str], typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], or locomo / longmemeval / sample.")] = None,  # noqa: UP045
     train: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to optimize on.")] = None,  # noqa: UP045
-    val: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to accept changes on (default: --train).")] = None,  # noqa: UP045
-    test: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} held out for the final test.")] = None,  # noqa: UP045
-    split: Annotated[Optional[str], typer.Option(help="Without --train: split the slice's questions by these fractions, e.g. 0.4,0.3,0.3.")] = None,  # noqa: UP045
+    val: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to accept changes on (default: drawn from the conversations outside --train and --test).")] = None,  # noqa: UP045
+    test: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} held out for the final test (a conversation belongs to one split only).")] = None,  # noqa: UP045
+    split: Annotated[Optional[str], typer.Option(help="Without --train: split the slice's conversations by these fractions, e.g. 0.4,0.3,0.3 (a single conversation: its questions).")] = None,  # noqa: UP045
     per_split: Annotated[Optional[int], typer.Option(help="At most N questions per split (a seeded sample).")] = None,  # noqa: UP045
     sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
@@ -182,9 +182,9 @@ def compare_command(
     budget: Annotated[int, typer.Option(help="LM calls each optimizer may spend (task + reflection [+ attributor]).")] = 200,
     time_budget: Annotated[Optional[float], typer.Option(help="And at most this many seconds each (wall time).")] = None,  # noqa: UP045
     train: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to optimize on.")] = None,  # noqa: UP045
-    val: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} for validation (default: --train).")] = None,  # noqa: UP045
-    test: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} held out for testing.")] = None,  # noqa: UP045
-    split: Annotated[Optional[str], typer.Option(help="Without --train: question fractions, e.g. 0.4,0.3,0.3.")] = None,  # noqa: UP045
+    val: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} for validation (default: drawn from the conversations outside --train and --test).")] = None,  # noqa: UP045
+    test: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} held out for testing (a conversation belongs to one split only).")] = None,  # noqa: UP045
+    split: Annotated[Optional[str], typer.Option(help="Without --train: conversation fractions, e.g. 0.4,0.3,0.3 (a single conversation: its questions).")] = None,  # noqa: UP045
     per_split: Annotated[Optional[int], typer.Option(help="At most N questions per split.")] = None,  # noqa: UP045
     sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
