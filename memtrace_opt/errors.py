@@ -26,12 +26,6 @@ class RunLocked(MemtraceError):
     """Another process holds the run directory (its lock file names the pid and the host)."""
 
 
-class JobFailed(MemtraceError):
-    """The job ran and reported failures (e.g. its LM calls kept failing); what finished is written. Exit 1."""
-
-    exit_code = 1
-
-
 class Interrupted(MemtraceError):
     """The job was interrupted (Ctrl-C); what finished is written and the manifest says so. Exit 130."""
 

@@ -128,10 +128,6 @@ class PartsStatus:
     def missing(self) -> list[int]:
         return [i + 1 for i, path in enumerate(self.found) if path is None]
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.found if p is not None)
-
     def require(self) -> list[Path]:
         missing = self.missing
         if missing:

@@ -197,11 +197,6 @@ class MemoryStore:
         with self._lock:
             return [unit for versions in self._versions.values() for unit in versions]
 
-    def is_live(self, unit_id: str) -> bool:
-        with self._lock:
-            versions = self._versions.get(unit_id)
-            return versions is not None and bool(versions) and not versions[-1].deleted
-
     def __len__(self) -> int:
         return len(self.active())
 

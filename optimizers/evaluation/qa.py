@@ -122,9 +122,6 @@ class QAContext:
                 self.memorizations += 1
             return memorized
 
-    def state_for(self, program: MemoryProgram, key: str, conversation: Conversation) -> MemoryState:
-        return self.memorized(program, key, conversation).state
-
     def _memorize(self, program: MemoryProgram, key: str, conversation: Conversation) -> tuple[_Memorized, set[str]]:
         state = program.new_state(conversation)
         sink = MemoryWriter()

@@ -120,11 +120,6 @@ class RoundRecord:
             return None
         return next((c.candidate(self.chosen_predictor) for c in self.candidates if c.accepted), None)
 
-    @property
-    def accepted_demos(self) -> list[dict[str, Any]] | None:
-        """The demos the accepted candidate set (None: it changed the instruction only)."""
-        return next((c.demos for c in self.candidates if c.accepted), None)
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "round": self.round,
