@@ -31,7 +31,6 @@ from memtrace_opt.attribution import (
     GraphView,
     action_field,
     action_unit,
-    error_type_for_op,
     value_parts,
 )
 
@@ -87,7 +86,7 @@ def _extraction(view: GraphView, flow: Flow, holds: Holds) -> list[Plan]:
     plans = []
     carriers = [op for op in flow.formation_ops(view) if not _writes(view, op)]
     for op in carriers:
-        if error_type_for_op(view.op_name(op)) != EXTRACTION:
+        if view.error_type(op) != EXTRACTION:
             continue
         outputs = view.attrs(op).get("outputs")
         if isinstance(outputs, Mapping):
@@ -120,7 +119,7 @@ def _retrieval(view: GraphView, flow: Flow, holds: Holds) -> list[Plan]:
     """The question's first retrieval op, then its last read op before the answer that passes units on
     (a merge or rerank, where a second retrieval round would otherwise restore what the first lost)."""
     ops = [op for op in flow.read_ops if op != flow.answer_op
-           and error_type_for_op(view.op_name(op)) == RETRIEVAL]
+           and view.error_type(op) == RETRIEVAL]
     ordered = [flow.first_retrieval] if flow.first_retrieval else []
     ordered += [op for op in reversed(ops) if op not in ordered]
     plans = [_drop_units(view, op, holds) for op in ordered]

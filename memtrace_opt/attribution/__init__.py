@@ -29,13 +29,16 @@ from memtrace_opt.attribution._types import (
     GOLD,
     RESPONSE,
     RETRIEVAL,
+    ROLE_MEANINGS,
     UPDATE,
     Cost,
     FailedCase,
+    RoleMeaning,
     Verdict,
     action_field,
     action_unit,
     error_type_for_op,
+    error_type_for_role,
 )
 from memtrace_opt.attribution.counterfactual import ReplayContext, ReplayProvider
 from memtrace_opt.attribution.protocol import (
@@ -75,6 +78,8 @@ __all__ = [
     "ReplayContext",
     "ReplayProvider",
     "RETRIEVAL",
+    "ROLE_MEANINGS",
+    "RoleMeaning",
     "UPDATE",
     "Verdict",
     "action_field",
@@ -83,6 +88,7 @@ __all__ = [
     "attribute_cases",
     "attribute_run",
     "error_type_for_op",
+    "error_type_for_role",
     "failed_cases",
     "find_evidence",
     "get_attributor",

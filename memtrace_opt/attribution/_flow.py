@@ -19,7 +19,6 @@ from memtrace_opt.attribution._types import (
     RESPONSE,
     RETRIEVAL,
     UPDATE,
-    error_type_for_op,
 )
 
 __all__ = ["Flow", "Root", "Transition", "analyze", "FlowError"]
@@ -134,11 +133,11 @@ class Flow:
 def _loss_type(view: GraphView, op: str) -> str:
     """The error type of losing the information before it reached memory: an update decision's (a fact it
     should have written: a skipped write, never a deletion) or else an extraction's."""
-    return UPDATE if error_type_for_op(view.op_name(op)) in (UPDATE, DELETION) else EXTRACTION
+    return UPDATE if view.error_type(op) in (UPDATE, DELETION) else EXTRACTION
 
 
 def _first_of(view: GraphView, ops: tuple[str, ...] | list[str], error_type: str) -> str | None:
-    typed = [op for op in ops if error_type_for_op(view.op_name(op)) == error_type]
+    typed = [op for op in ops if view.error_type(op) == error_type]
     found = typed or list(ops)
     return found[0] if found else None
 
@@ -146,7 +145,7 @@ def _first_of(view: GraphView, ops: tuple[str, ...] | list[str], error_type: str
 def _first_write_op(view: GraphView, read_ops: tuple[str, ...]) -> str | None:
     reads = set(read_ops)
     for op in view.ops:
-        if op not in reads and error_type_for_op(view.op_name(op)) == EXTRACTION:
+        if op not in reads and view.error_type(op) == EXTRACTION:
             return op
     return None
 
@@ -246,26 +245,21 @@ def _read_path(view: GraphView, read_ops: tuple[str, ...], answer_op: str, holds
     for op in read_ops:
         if op == answer_op:
             break
-        kind = error_type_for_op(view.op_name(op))
-        name = view.op_name(op).rsplit(".", 1)[-1]
-        if first_retrieval is None and kind == RETRIEVAL and ("retrieve" in name or "search" in name):
+        passes = view.returns_units(op)
+        if first_retrieval is None and passes and view.error_type(op) == RETRIEVAL:
             first_retrieval = op
         refs = view.mem_refs(op)
-        if any(word in name for word in _JUDGING):
-            continue
+        if not passes and view.error_type(op) == RETRIEVAL:
+            continue  # it judges or plans (a sufficiency check, a query writer): it never drops what it reads
         retrieved.extend(r for r in refs if r in view.graph and holds(view.parts(r)))
         had = holds(view.input_parts(op)) or any(holds(view.parts(r)) for r in refs if r in view.graph)
         if read_drop is None and had and not holds(view.output_parts(op)) and answer_score < 1.0:
             read_drop = op
     if first_retrieval is None:
         first_retrieval = next(
-            (op for op in read_ops if error_type_for_op(view.op_name(op)) == RETRIEVAL), None
+            (op for op in read_ops if view.error_type(op) == RETRIEVAL), None
         )
     return _ReadPath(retrieved, read_drop, first_retrieval)
-
-
-# Read-path ops that judge or plan rather than pass memories on: never the place information was dropped.
-_JUDGING = ("sufficiency", "generate_queries", "detect")
 
 
 def _retrievable_kinds(view: GraphView, read_ops: tuple[str, ...]) -> set[str]:
@@ -276,7 +270,7 @@ def _retrievable_kinds(view: GraphView, read_ops: tuple[str, ...]) -> set[str]:
     return {
         view.unit_kind(r)
         for op in view.ops
-        if error_type_for_op(view.op_name(op)) == RETRIEVAL
+        if view.error_type(op) == RETRIEVAL
         for r in view.mem_refs(op)
         if r in view.graph
     }
@@ -309,7 +303,7 @@ def _formation(
         for op in ops:
             outs = [o for o in view.outputs(op) if o not in holding and holds(view.parts(o))]
             outs += [o for o in view.outputs(op) if o in holding]
-            if not outs and view.predictor(op) and error_type_for_op(view.op_name(op)) in (UPDATE, DELETION):
+            if not outs and view.predictor(op) and view.error_type(op) in (UPDATE, DELETION):
                 dropped.append(op)
             if outs:
                 carried = True
@@ -323,7 +317,7 @@ def _formation(
                     if view.is_mem(out):
                         formed.add(out)
         if not carried:
-            typed = [op for op in ops if view.predictor(op) or error_type_for_op(view.op_name(op)) == EXTRACTION]
+            typed = [op for op in ops if view.predictor(op) or view.error_type(op) == EXTRACTION]
             loss = (typed or ops)[0]
             if loss not in losses:
                 losses.append(loss)
@@ -355,10 +349,10 @@ def _transition(view: GraphView, before: str, after: str) -> Transition:
     writer = min(writers, key=view.seq) if writers else after
     decider = view.decider(writer) if writers else writer
     deleted = view.deleted(after)
-    if deleted or error_type_for_op(view.op_name(writer)) == DELETION:
+    if deleted or view.error_type(writer) == DELETION:
         kind = DELETION
     else:
-        mapped = error_type_for_op(view.op_name(decider), view.attrs(decider).get("outputs"))
+        mapped = view.error_type(decider, view.attrs(decider).get("outputs"))
         kind = mapped if mapped in (UPDATE, DELETION) else UPDATE
     return Transition(before, after, writer, decider, deleted, kind)
 

@@ -8,6 +8,7 @@ and op -> var (`role="output"`).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
@@ -17,7 +18,9 @@ from typing import Any
 
 import networkx as nx
 
+from memtrace_opt.attribution._types import error_type_for_role
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.memory.roles import OpRole, role_for_name
 
 __all__ = ["GraphUnavailable", "GraphView", "load_case_graph", "value_parts", "value_text"]
 
@@ -27,6 +30,11 @@ _ID_KEYS = frozenset(
      "session_index", "metadata", "evidence", "category_id", "id", "kind", "abstention"}
 )
 
+
+log = logging.getLogger(__name__)
+
+_GUESSED: set[str] = set()  # op names whose role was guessed from the name (warned once each)
+_GUESSED_LOCK = threading.Lock()
 
 _VIEWS: weakref.WeakKeyDictionary[nx.MultiDiGraph, GraphView] = weakref.WeakKeyDictionary()
 _VIEWS_LOCK = threading.Lock()
@@ -146,6 +154,30 @@ class GraphView:
     def predictor(self, op: str) -> str | None:
         value = self.attrs(op).get("predictor")
         return str(value) if value else None
+
+    def role(self, op: str) -> OpRole | None:
+        """What the op does in a memory's life: the role it declared, else the one its name suggests (a graph
+        recorded before ops declared roles, or an op that declares none: warned once per op name)."""
+        try:
+            declared = OpRole.parse(self.attrs(op).get("role"))
+        except ValueError:
+            declared = None
+        if declared is not None:
+            return declared
+        name = self.op_name(op)
+        guessed = role_for_name(name)
+        with _GUESSED_LOCK:
+            first = name not in _GUESSED
+            _GUESSED.add(name)
+        if first and name:
+            log.warning("op %s declares no role; %s", name,
+                        f"taken as {guessed.value!r} from its name" if guessed else "its name suggests none")
+        return guessed
+
+    def error_type(self, op: str, outputs: Any = None) -> str | None:
+        """The error type a fault of `op` is, by its role (`ROLE_MEANINGS`); with `outputs`, an update whose
+        actions only delete is a deletion."""
+        return error_type_for_role(self.role(op), outputs)
 
     def op_of_id(self, op_id: str | None) -> str | None:
         """The op node of an id like "op:12" (or "12"), if the graph has it."""
@@ -300,8 +332,8 @@ class GraphView:
 
     # questions -----------------------------------------------------------------------------------
     def answer_op(self, question_id: str) -> str | None:
-        """The op that answered `question_id`: the producer of `ans:{qid}`, else an `*.answer` op reading
-        `q:{qid}`."""
+        """The op that answered `question_id`: the producer of `ans:{qid}`, else an answering op (`role`)
+        reading `q:{qid}`."""
         answer = f"ans:{question_id}"
         if answer in self.graph:
             producers = self.producers(answer)
@@ -309,11 +341,11 @@ class GraphView:
                 return max(producers, key=self.seq)
         question = f"q:{question_id}"
         if question in self.graph:
-            reading = [op for op in self.consumers(question) if self.op_name(op).endswith(".answer")]
+            reading = [op for op in self.consumers(question) if self.role(op) is OpRole.ANSWERS]
             if reading:
                 return reading[-1]
             for op in sorted(nx.descendants(self.graph, question), key=self.seq):
-                if self.is_op(op) and self.op_name(op).endswith(".answer"):
+                if self.is_op(op) and self.role(op) is OpRole.ANSWERS:
                     return op
         return None
 
@@ -357,6 +389,12 @@ class GraphView:
             refs.extend(r for r in refs_in(self.attrs(var).get("value")) if r.startswith("mem:"))
         refs.extend(r for r in refs_in(self.attrs(op).get("outputs")) if r.startswith("mem:"))
         return list(dict.fromkeys(refs))
+
+    def returns_units(self, op: str) -> bool:
+        """Whether `op` passes memory units on (`$mem` references in its outputs): a retrieval, a merge, a rerank;
+        not a step that only judges or plans (a sufficiency check, a query writer)."""
+        outputs = [self.attrs(var).get("value") for var in self.outputs(op)] + [self.attrs(op).get("outputs")]
+        return any(r.startswith("mem:") for value in outputs for r in refs_in(value))
 
     def parts(self, node: str) -> list[str]:
         """A var node's content in parts (see `value_parts`); a memory unit is one part."""

@@ -9,41 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtrace_opt.attribution._graph import GraphView
+from memtrace_opt.attribution._types import ROLE_MEANINGS
 
 __all__ = ["OpView", "op_job", "render_op", "render_log", "clip"]
 
-# What each kind of operation is for, by the op name's last part. Used when an op has no instruction.
-_JOBS: tuple[tuple[str, str], ...] = (
-    ("ingest", "append the new conversation turns to the long-context memory, unchanged"),
-    ("trim", "drop the oldest memory only when the context window is exceeded, keeping what still fits"),
-    ("chunk", "group consecutive conversation turns into chunks without losing any turn"),
-    ("index_chunk", "store each chunk as a memory unit, unchanged"),
-    ("extract_facts", "extract every salient personal fact from the new messages, with dates made explicit"),
-    ("search_similar", "find existing memories similar to a new fact, so the update step can compare them"),
-    ("update_decision", "decide for each new fact: ADD it, UPDATE an existing memory (keeping still-true "
-     "details), DELETE a contradicted memory, or do NOTHING; never drop information that is still true"),
-    ("apply", "apply the update decisions to the store exactly as decided"),
-    ("detect_boundary", "decide whether the conversation moved to a new topic and a memory cell should close"),
-    ("finalize_memcell", "close the buffered messages into one memory cell, keeping every message"),
-    ("extract_episode", "write an episode: a faithful narrative of the memory cell with every salient detail"),
-    ("extract_event_log", "list the atomic events of the memory cell, each with its time"),
-    ("store", "store the extracted memories unchanged"),
-    ("retrieve", "return the memory units most relevant to the question"),
-    ("check_sufficiency", "judge whether the retrieved memories are enough to answer the question"),
-    ("generate_queries", "write follow-up search queries for the information still missing"),
-    ("merge", "merge the retrieval rounds, dedupe and keep the most relevant units"),
-    ("rerank", "order the retrieved units by relevance to the question"),
-    ("answer", "answer the question from the retrieved memories"),
-)
-
-
 def op_job(view: GraphView, op: str, limit: int = 600) -> str:
-    """What the op is for: its kind's job, plus its instruction when it is LM-backed."""
+    """What the op is for: its role's job (`ROLE_MEANINGS`), plus its instruction when it is LM-backed."""
     name = view.op_name(op)
-    suffix = name.rsplit(".", 1)[-1]
-    job = next((text for key, text in _JOBS if suffix.startswith(key)), "")
-    if not job:
-        job = next((text for key, text in _JOBS if key in suffix), f"the {suffix} step")
+    role = view.role(op)
+    job = ROLE_MEANINGS[role].job if role is not None else f"the {name.rsplit('.', 1)[-1]} step"
     instruction = view.attrs(op).get("instructions")
     if isinstance(instruction, str) and instruction.strip():
         job = f"{job}. Its prompt: {clip(' '.join(instruction.split()), limit)}"

@@ -2,19 +2,21 @@
 
 The taxonomy is MemTrace's: five memory-system faults plus `GoldError`: nothing in the pipeline is at fault,
 the gold answer is wrong or the metric calls a right answer wrong (a verdict or label with no op).
-Which type a fault of an operation is follows from the operation's role in the pipeline
-(`error_type_for_op`):
+Which type a fault of an operation is follows from the role the operation declares in a memory's life
+(`memory/roles.py`, one table here: `ROLE_MEANINGS`, which also gives the attributor's words for the role):
 
-* forming memory from the conversation (ingest, chunk, index, extract_*, detect_boundary,
-  finalize_memcell): `ExtractionError`, information lost or distorted when memory is formed;
-* changing an existing unit (Mem0's update decision and its application when it UPDATEs):
-  `UpdateError`;
-* removing content (Mem0's DELETE, and long-context trimming): `DeletionError`. Trimming is a deletion,
-  not an update: it writes no new content, it drops the oldest units from memory, so the fault is a valid
-  unit removed before the question needed it;
-* finding memory for a question (retrieve, search, merge, rerank, check_sufficiency, generate_queries):
-  `RetrievalError`;
+* forming memory from the conversation (ingest, chunk, extract, segment, store): `ExtractionError`,
+  information lost or distorted when memory is formed;
+* changing what is stored (Mem0's update decision, its lookup of similar memories and its application):
+  `UpdateError`; a decision whose every action is a DELETE: `DeletionError`;
+* removing content (a delete, long-context trimming): `DeletionError`. Trimming is a deletion, not an update:
+  it writes no new content, it drops the oldest units from memory, so the fault is a valid unit removed before
+  the question needed it;
+* finding memory for a question (retrieve, rerank, sufficiency checks, query writing): `RetrievalError`;
 * answering from what was retrieved: `ResponseError`.
+
+An op that declares no role (a graph recorded before ops declared them, or a user's op) gets the role its name
+suggests (`role_for_name`), and the reader warns once per op name.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from typing import Any
 
 import networkx as nx
 
+from memtrace_opt.memory.roles import OpRole, role_for_name
+
 __all__ = [
     "ERROR_TYPES",
     "EXTRACTION",
@@ -40,6 +44,9 @@ __all__ = [
     "FailedCase",
     "Verdict",
     "error_type_for_op",
+    "error_type_for_role",
+    "ROLE_MEANINGS",
+    "RoleMeaning",
     "action_field",
     "action_unit",
 ]
@@ -52,29 +59,29 @@ RESPONSE = "ResponseError"
 GOLD = "GoldError"
 ERROR_TYPES: tuple[str, ...] = (EXTRACTION, UPDATE, DELETION, RETRIEVAL, RESPONSE, GOLD)
 
-# Operation name suffix (after "<system>.") -> error type. Checked in order: first prefix that matches wins.
-_OP_TYPES: tuple[tuple[str, str], ...] = (
-    ("answer", RESPONSE),
-    ("trim", DELETION),
-    ("delete", DELETION),
-    ("update_decision", UPDATE),
-    ("apply", UPDATE),
-    ("update", UPDATE),
-    ("extract", EXTRACTION),
-    ("detect_boundary", EXTRACTION),
-    ("finalize", EXTRACTION),
-    ("chunk", EXTRACTION),
-    ("index", EXTRACTION),
-    ("ingest", EXTRACTION),
-    ("store", EXTRACTION),
-    ("retrieve", RETRIEVAL),
-    ("search", RETRIEVAL),
-    ("merge", RETRIEVAL),
-    ("rerank", RETRIEVAL),
-    ("check_sufficiency", RETRIEVAL),
-    ("sufficiency", RETRIEVAL),
-    ("generate_queries", RETRIEVAL),
-)
+@dataclass(frozen=True)
+class RoleMeaning:
+    """What a role means to attribution: the error type of a fault, what an op of the role is for (the
+    attributor's words for an op with no instruction of its own), and the report's short label."""
+
+    error_type: str | None
+    job: str
+    label: str
+
+
+ROLE_MEANINGS: Mapping[OpRole, RoleMeaning] = {
+    OpRole.FORMS: RoleMeaning(EXTRACTION, "form memory from the conversation it reads, keeping every salient detail "
+                              "(people, places, things, dates made explicit) and losing or distorting none",
+                              "forms memory"),
+    OpRole.UPDATES: RoleMeaning(UPDATE, "keep the stored memory up to date: add what is new, change a memory only to "
+                                "what still holds, and never drop information that is still true", "updates memory"),
+    OpRole.DELETES: RoleMeaning(DELETION, "remove only memory that is no longer true or no longer fits, keeping "
+                                "what is still needed", "deletes memory"),
+    OpRole.RETRIEVES: RoleMeaning(RETRIEVAL, "find the memory relevant to the question", "retrieves memory"),
+    OpRole.ANSWERS: RoleMeaning(RESPONSE, "answer the question from the memory it is given", "answers"),
+    OpRole.NONE: RoleMeaning(None, "a step that changes and selects no memory", "other"),
+}
+
 
 _DELETE_WORDS = ("DELETE",)
 _UPDATE_WORDS = ("UPDATE",)
@@ -101,22 +108,23 @@ def action_unit(action: Mapping[str, Any]) -> Any:
     return action.get("unit_id") or action.get("id")
 
 
-def error_type_for_op(op_name: str | None, outputs: Any = None) -> str | None:
-    """The error type a fault of the operation `op_name` is, or None for an unknown operation.
-
-    For Mem0's update decision / apply the outputs decide: a decision that only DELETEs is a
-    `DeletionError`, anything else an `UpdateError`.
-    """
-    if not op_name:
+def error_type_for_role(role: OpRole | None, outputs: Any = None) -> str | None:
+    """The error type a fault of an op with `role` is (`ROLE_MEANINGS`); None for no role. For an op that updates,
+    the outputs decide: one whose actions only DELETE is a `DeletionError`."""
+    if role is None:
         return None
-    suffix = op_name.rsplit(".", 1)[-1].lower()
-    for prefix, error_type in _OP_TYPES:
-        if suffix.startswith(prefix) or (prefix in ("extract", "retrieve", "search") and prefix in suffix):
-            if error_type == UPDATE and outputs is not None:
-                if _mentions(outputs, _DELETE_WORDS) and not _mentions(outputs, _UPDATE_WORDS):
-                    return DELETION
-            return error_type
-    return None
+    error_type = ROLE_MEANINGS[role].error_type
+    if error_type == UPDATE and outputs is not None:
+        if _mentions(outputs, _DELETE_WORDS) and not _mentions(outputs, _UPDATE_WORDS):
+            return DELETION
+    return error_type
+
+
+def error_type_for_op(op_name: str | None, outputs: Any = None, role: OpRole | str | None = None) -> str | None:
+    """The error type a fault of the operation `op_name` is: by the `role` it declares, else by the role its name
+    suggests (`role_for_name`); None for an op of no known role."""
+    declared = OpRole.parse(role) if role else None
+    return error_type_for_role(declared or role_for_name(op_name), outputs)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from memtrace_opt.attribution._types import (
     RESPONSE,
     FailedCase,
     Verdict,
-    error_type_for_op,
 )
 from memtrace_opt.attribution.protocol import AttributionConfig, make_verdict, register_method
 from memtrace_opt.attribution.signatures import BlameInLog, JudgeStep, PickHalf
@@ -55,7 +54,7 @@ def op_log(view: GraphView, question_id: str) -> tuple[str, list[str]]:
 
 
 def _type_of(view: GraphView, op: str) -> str:
-    return error_type_for_op(view.op_name(op), view.attrs(op).get("outputs")) or RESPONSE
+    return view.error_type(op, view.attrs(op).get("outputs")) or RESPONSE
 
 
 @dataclass(frozen=True)

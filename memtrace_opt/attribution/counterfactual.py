@@ -43,7 +43,6 @@ from memtrace_opt.attribution._types import (
     Verdict,
     action_field,
     action_unit,
-    error_type_for_op,
 )
 from memtrace_opt.attribution.graphtrace import GraphTraceAttributor, candidates
 from memtrace_opt.attribution.lineage import case_flow
@@ -257,7 +256,7 @@ def repair_outputs(view: GraphView, flow: Flow, op: str, case: FailedCase, asker
     outputs = view.attrs(op).get("outputs")
     if not isinstance(outputs, Mapping):
         return None
-    kind = error_type_for_op(view.op_name(op), outputs)
+    kind = view.error_type(op, outputs)
     repaired: dict[str, Any] | None = None
     if kind == RETRIEVAL:
         repaired = _add_units(view, flow, outputs)

@@ -27,7 +27,7 @@ from memtrace_opt.attribution._evidence import NeededInfo
 from memtrace_opt.attribution._flow import Flow
 from memtrace_opt.attribution._graph import GraphView
 from memtrace_opt.attribution._render import clip, render_op
-from memtrace_opt.attribution._types import GOLD, RETRIEVAL, FailedCase, Verdict, error_type_for_op
+from memtrace_opt.attribution._types import GOLD, RETRIEVAL, FailedCase, Verdict
 from memtrace_opt.attribution.lineage import open_case
 from memtrace_opt.attribution.protocol import AttributionConfig, make_verdict, register_method
 from memtrace_opt.attribution.signatures import CheckGold, JudgeOperation
@@ -50,7 +50,7 @@ def candidates(view: GraphView, flow: Flow, frontier: int = 16) -> list[Candidat
     seen = {c.op for c in found}
     for op in flow.formation_ops(view):
         if op not in seen:
-            kind = error_type_for_op(view.op_name(op), view.attrs(op).get("outputs")) or "ExtractionError"
+            kind = view.error_type(op, view.attrs(op).get("outputs")) or "ExtractionError"
             found.append(Candidate(op, kind, False))
             seen.add(op)
     return found[:frontier]
@@ -71,7 +71,7 @@ def judge_op(
 ) -> tuple[bool | None, str]:
     """Ask whether `op` did its own job for the needed information: (faulty or None if unanswered, reason)."""
     extra = ""
-    if error_type_for_op(view.op_name(op)) == RETRIEVAL:
+    if view.error_type(op) == RETRIEVAL:
         extra = _unreturned_memory(view, flow, op)
     shown = render_op(view, op, chars, extra_inputs=extra)
     reply = asker.ask(

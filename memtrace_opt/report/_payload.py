@@ -15,6 +15,8 @@ from typing import Any
 
 import networkx as nx
 
+from memtrace_opt.attribution import ROLE_MEANINGS
+from memtrace_opt.memory.roles import OpRole, role_for_name
 from memtrace_opt.report._accuracy import accuracy_from_cases, normalize_accuracy
 from memtrace_opt.report._diff import word_diff_html
 from memtrace_opt.report._layout import layered_layout
@@ -30,7 +32,7 @@ PAYLOAD_VERSION = 1
 TEXT_CAP = 6000
 UNATTRIBUTED = "Unattributed"
 _OP_FIELDS = {"kind", "op", "predictor", "seq", "started_at", "ended_at", "inputs", "outputs", "instructions",
-              "lm_calls", "error", "parent", "content_key"}
+              "lm_calls", "error", "parent", "content_key", "role"}
 _VAR_FIELDS = {"kind", "vtype", "value", "unit_id", "version", "deleted"}
 
 
@@ -164,6 +166,16 @@ def _label(node: str, data: dict[str, Any]) -> tuple[str, str]:
     return _short(name, 16), preview
 
 
+def _role_label(data: dict[str, Any]) -> str:
+    """What the op does in a memory's life, as the report labels it (`ROLE_MEANINGS`): its declared role, else
+    the one its name suggests; "" for none."""
+    try:
+        role = OpRole.parse(data.get("role")) or role_for_name(str(data.get("op") or ""))
+    except ValueError:
+        role = None
+    return ROLE_MEANINGS[role].label if role is not None else ""
+
+
 def _describe(node: str, data: dict[str, Any]) -> dict[str, Any]:
     title, sub = _label(node, data)
     if data.get("kind") == "op":
@@ -184,7 +196,8 @@ def _describe(node: str, data: dict[str, Any]) -> dict[str, Any]:
                 "cached": bool(call.get("cached")),
             })
         return {
-            "k": "op", "label": title, "sub": sub, "op": data.get("op"), "predictor": data.get("predictor"),
+            "k": "op", "label": title, "sub": sub, "op": data.get("op"), "role": _role_label(data),
+            "predictor": data.get("predictor"),
             "seq": data.get("seq"), "started_at": started, "ended_at": ended,
             "duration": (ended - started) if started is not None and ended is not None else None,
             "instructions": clip(data.get("instructions")), "inputs": clip(data.get("inputs")),

@@ -476,4 +476,5 @@ def _op_attrs(event: OpEvent, parent: str | None, lm_calls: list[dict[str, Any]]
         "replayed": event.replayed,
         "content_key": event.content_key,
         "writes_store": event.writes_store,
+        "role": event.role,
     }

@@ -112,7 +112,8 @@ class OpEvent(_EventBase):
     the JSON form of the call (`memtrace_opt.memory.values.to_jsonable`); `error` the exception message, or
     the `error` output of an op that returned fallback outputs; `replayed` says the outputs came from a replay
     record ("memo"), were forced ("forced") or were the current program's output served by the optimizer's scoped
-    replay ("scoped") instead of running; `content_key` is the op's content address.
+    replay ("scoped") instead of running; `content_key` is the op's content address; `role` what the op
+    declares it does in a memory's life (`OpRole` value).
     """
 
     call_id: str
@@ -129,6 +130,7 @@ class OpEvent(_EventBase):
     replayed: Replayed | None = None
     content_key: str | None = None
     writes_store: bool = False
+    role: str | None = None  # the op's declared role (`memory/roles.py`); None: it declares none, or an older log
     type: Literal["op"] = "op"
 
 

@@ -30,6 +30,7 @@ import dspy
 from dspy.utils.callback import ACTIVE_CALL_ID, BaseCallback
 
 from memtrace_opt.memory.ops import ACTIVE_REPLAY, LMOperation, Operation
+from memtrace_opt.memory.roles import OpRole
 from memtrace_opt.memory.store import StoreEvent
 from memtrace_opt.memory.values import canonical_json, to_jsonable
 from memtrace_opt.tracing.events import EventSink, LMCallEvent, OpEvent, StoreRecord
@@ -63,6 +64,7 @@ class _OpCall:
     writes_store: bool
     lm_backed: bool
     started_at: float
+    role: str | None = None
 
 
 @dataclass
@@ -84,7 +86,7 @@ class Tracer(BaseCallback):
 
     Contract: never raises into the program (DSPy logs callback errors; store observers must not raise);
     thread-safe; assigns `seq` in call-start order, from 0. `answer_op(question_id)` is the call id of the
-    last `*.answer` op whose `question` input named that question.
+    last answering op (role "answers", or named `*.answer`) whose `question` input named that question.
     """
 
     def __init__(self, program: dspy.Module, sink: EventSink) -> None:
@@ -154,6 +156,7 @@ class Tracer(BaseCallback):
             inputs=jsonable,
             content_key=key,
             writes_store=bool(instance.writes_store),
+            role=instance.role.value if instance.role is not None else None,
             lm_backed=isinstance(instance, LMOperation),
             started_at=time.time(),
         )
@@ -193,9 +196,10 @@ class Tracer(BaseCallback):
                 replayed=replayed,
                 content_key=call.content_key,
                 writes_store=call.writes_store,
+                role=call.role,
             )
         )
-        question_id = _question_of(call) if call.op.endswith(".answer") else None
+        question_id = _question_of(call) if answers(call.op, call.role) else None
         with self._lock:
             self.op_counts[call.op] += 1
             if error is not None:
@@ -270,6 +274,12 @@ def _unit_dict(unit: Any) -> dict[str, Any]:
     if data.get("metadata"):
         data["metadata"] = to_jsonable(data["metadata"])
     return data
+
+
+def answers(op_name: str, role: str | None) -> bool:
+    """Whether an op writes the answer to its question: it declares so (role "answers"), or, declaring no role,
+    its name ends in ".answer" (the naming rule before ops declared roles)."""
+    return role == OpRole.ANSWERS.value if role is not None else op_name.endswith(".answer")
 
 
 def _question_of(call: _OpCall) -> str | None:

@@ -180,7 +180,7 @@ def _facts_of_evidence(view: GraphView, turns: Sequence[str]) -> list[str]:
 def _repaired(view: GraphView, flow: Any, op: str, case: FailedCase, event: OpEvent) -> tuple[dict[str, Any], tuple[str, ...]] | None:
     """The repaired outputs of the blamed call and what they add, or None (no rule repair)."""
     outputs = {k: v for k, v in (event.outputs or {}).items() if k != "error"}
-    kind = error_type_for_op(event.op, outputs)
+    kind = error_type_for_op(event.op, outputs, event.role)
     if kind == EXTRACTION:
         key = next((k for k, v in outputs.items() if isinstance(v, list) and all(isinstance(x, str) for x in v)), None)
         turns = list(flow.evidence.strict or flow.evidence.turns[:2])
@@ -301,7 +301,7 @@ class _Repairer:
                      "needed information", case.case_id, seq)
             return _Attempt("lineage_rejected", lm_calls=lm_calls)
         event, exchange = call.event, call.exchange
-        reply = _reply(self.signature, exchange, error_type_for_op(event.op, event.outputs), event.outputs or {}, outputs)
+        reply = _reply(self.signature, exchange, error_type_for_op(event.op, event.outputs, event.role), event.outputs or {}, outputs)
         repair = None if reply is None else Repair(case.case_id, f"op:{seq}", event.op, self.predictor, exchange.prompt,
                                                    exchange.response, reply, added, answer)
         if repair is None or repair.demo(self.signature) is None:

@@ -47,7 +47,7 @@ class EveryPredictor:
                 event = op_event(evaluation, case.conversation_key, seq) if seq is not None else None
                 if event is None:
                     continue
-                verdict = Verdict(case.case_id, EVERY_PREDICTOR, error_type_for_op(event.op, event.outputs),
+                verdict = Verdict(case.case_id, EVERY_PREDICTOR, error_type_for_op(event.op, event.outputs, event.role),
                                   f"op:{seq}", event.op, predictor, "no attribution: every failure goes to every prompt",
                                   0.0)
                 blame.verdicts.append(verdict)

@@ -48,7 +48,7 @@ def test_verdict_round_trips_in_the_design_format() -> None:
         ("mem0.update_decision", {"memory_actions": [{"event": "UPDATE"}]}, "UpdateError"),
         ("mem0.update_decision", {"memory_actions": [{"event": "DELETE"}, {"event": "ADD"}]}, "DeletionError"),
         ("mem0.apply", None, "UpdateError"),
-        ("mem0.search_similar", None, "RetrievalError"),
+        ("mem0.search_similar", None, "UpdateError"),  # a write-path lookup: what a new fact updates
         ("evermemos.check_sufficiency", None, "RetrievalError"),
         ("evermemos.generate_queries", None, "RetrievalError"),
         ("evermemos.merge", None, "RetrievalError"),
@@ -109,3 +109,10 @@ def test_threads_give_the_same_verdicts_in_input_order() -> None:
     one = attribute_cases(cases, "lineage", config=CONFIG)
     many = attribute_cases(cases, "lineage", config=CONFIG, num_threads=3)
     assert [(v.case_id, v.op_id, v.error_type) for v in one] == [(v.case_id, v.op_id, v.error_type) for v in many]
+
+
+def test_a_declared_role_decides_over_the_name() -> None:
+    assert error_type_for_op("notes.consolidate", None, role="forms") == "ExtractionError"
+    assert error_type_for_op("notes.summarize") == "ExtractionError"  # guessed from the name
+    assert error_type_for_op("notes.forget", {"actions": []}) == "DeletionError"
+    assert error_type_for_op("notes.step", None, role="none") is None

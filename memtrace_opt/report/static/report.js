@@ -584,6 +584,7 @@
       ins.appendChild(h("div", { cls: "sub", text: id + "  ·  seq " + info.seq + (info.duration !== null && info.duration !== undefined ? "  ·  " + secs(info.duration) : "") }));
       ins.appendChild(h("div", { cls: "row" },
         blamedBy.map(function (v) { return chip(v.error_type || "Unattributed", "blamed"); }),
+        info.role ? plain(info.role) : null,
         info.predictor ? plain(info.predictor) : plain("no LM"),
         info.lm_calls.length ? plain(info.lm_calls.length + " LM call" + (info.lm_calls.length > 1 ? "s" : "")) : null,
         info.error ? plain("error", "no") : null));
