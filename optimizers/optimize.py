@@ -235,6 +235,7 @@ def _optimize(
         **result.manifest_part(),
         "test": test,
         "splits": splits.to_dict(),
+        "gold": _gold_by_split(dataset, splits),
         "instructions": {"before": instructions_of(student), "after": instructions_of(optimized)},
     })
     try:
@@ -250,6 +251,15 @@ def _optimize(
     )
 
 
+def _gold_by_split(dataset: Any, splits: Splits) -> dict[str, Any] | None:
+    """The manifest's `gold`: the gold answers read and, per split, how many questions each revision rule changed
+    (None when the gold was not revised)."""
+    if dataset.gold_revision is None:
+        return None
+    return dataset.gold_revision.by_split({name: [q.question_id for c in getattr(splits, name) for q in c.questions]
+                                           for name in ("train", "val", "test")})
+
+
 def _write_config(run: RunDir, request: OptimizeRequest, student: Any, dataset: Any, splits: Splits,
                   storage: str) -> None:
     """config.yaml: what the run was asked (the loop's settings by their knob names), no secrets."""
@@ -259,7 +269,8 @@ def _write_config(run: RunDir, request: OptimizeRequest, student: Any, dataset: 
         "program": student.config.to_dict(),
         "program_path": str(request.program_path) if request.program_path else None,
         "dataset": dataset.name,
-        "data": {"spec": request.data, "path": str(dataset.path), "slice": request.data_slice.to_dict()},
+        "data": {"spec": request.data, "path": str(dataset.path), "slice": request.data_slice.to_dict(),
+                 "gold": dataset.gold_summary()},
         "splits": splits.to_dict(),
         "models": request.roles.to_dict(),
         "optimizer": {"settings": request.settings.to_dict(), "attribution": request.attribution,

@@ -24,7 +24,7 @@ from memtrace_opt.cli.options import (
     ReflectionLmOption,
     roles_from_cli,
 )
-from memtrace_opt.data import DataSlice, parse_sessions
+from memtrace_opt.data import DEFAULT_GOLD, DataSlice, parse_sessions
 
 __all__ = ["with_model_flags", "console", "data_slice", "MODEL_FLAGS"]
 
@@ -73,15 +73,17 @@ def data_slice(
     categories: Any = None,
     limit: int | None = None,
     samples: Any = None,
+    gold: str | None = None,
 ) -> DataSlice:
     """The DataSlice of the slicing flags: `--sessions A-B`, repeated `--category`, `--limit N`, repeated
-    `--sample ID` (None or empty: no filter)."""
+    `--sample ID` (None or empty: no filter), and `--gold` (None: the default, corrected)."""
     session_range = parse_sessions(str(sessions)) if sessions else None
     return DataSlice(
         sample_ids=tuple(samples) if samples else None,
         sessions=(session_range.first, session_range.last) if session_range else None,
         categories=tuple(categories) if categories else None,
         limit=limit,
+        gold=gold or DEFAULT_GOLD,
     )
 
 

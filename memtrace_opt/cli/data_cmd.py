@@ -11,7 +11,16 @@ from rich.console import Console
 from rich.table import Table
 
 from memtrace_opt.cli import app
-from memtrace_opt.data import Dataset, DatasetStats, fetch_dataset, load_data
+from memtrace_opt.cli.options import GoldOption
+from memtrace_opt.data import (
+    DEFAULT_GOLD,
+    Dataset,
+    DatasetStats,
+    DataSlice,
+    GoldRevision,
+    fetch_dataset,
+    load_data,
+)
 
 data_app = typer.Typer(
     help="Inspect and fetch benchmark datasets (LoCoMo, LongMemEval, the sample).", no_args_is_help=True
@@ -24,15 +33,16 @@ class LoadedStats(NamedTuple):
     stats: DatasetStats
 
 
-def dataset_stats(spec: str) -> LoadedStats:
-    """Load a data argument (PATH[:SAMPLE_ID], locomo, longmemeval or sample) and count it."""
-    dataset = load_data(spec)
+def dataset_stats(spec: str, gold: str = DEFAULT_GOLD) -> LoadedStats:
+    """Load a data argument (PATH[:SAMPLE_ID], locomo, longmemeval or sample) with the `gold` answers and count it."""
+    dataset = load_data(spec, DataSlice(gold=gold))
     return LoadedStats(dataset, dataset.stats())
 
 
 def stats_payload(dataset: Dataset, stats: DatasetStats) -> dict[str, Any]:
-    """The `--json` output: the dataset's name and path plus its counts."""
-    return {"name": dataset.name, "path": dataset.path, **stats.to_dict()}
+    """The `--json` output: the dataset's name and path, its counts, and what the gold revision changed."""
+    revision = dataset.gold_revision or GoldRevision()
+    return {"name": dataset.name, "path": dataset.path, **stats.to_dict(), "gold": revision.summary()}
 
 
 def stats_table(dataset: Dataset, stats: DatasetStats) -> Table:
@@ -51,6 +61,14 @@ def stats_table(dataset: Dataset, stats: DatasetStats) -> Table:
         table.add_row(f"  {category}", f"{count:,}")
     if stats.abstention_questions:
         table.add_row("  (abstention)", f"{stats.abstention_questions:,}")
+    revision = dataset.gold_revision or GoldRevision()
+    source = f" ({revision.corrections})" if revision.corrections else ""
+    table.add_section()
+    table.add_row(f"gold: {revision.gold}{source}", "")
+    if revision.gold != "upstream":
+        for rule, count in revision.counts().items():
+            table.add_row(f"  changed by {rule.replace('_', ' ')}", f"{count:,}")
+        table.add_row("  removed by the corrections", f"{len(revision.removed):,}")
     return table
 
 
@@ -60,9 +78,11 @@ def stats_command(
         str, typer.Argument(help="A dataset file (PATH[:SAMPLE_ID]) or: locomo, longmemeval, sample.")
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
+    gold: GoldOption = None,
 ) -> None:
-    """Count conversations, sessions, turns and questions (by category) in a dataset."""
-    dataset, stats = dataset_stats(path)
+    """Count conversations, sessions, turns and questions (by category) in a dataset, and the gold answers the
+    corrections and the glued-word rule changed (see --gold)."""
+    dataset, stats = dataset_stats(path, gold or DEFAULT_GOLD)
     if as_json:
         typer.echo(json.dumps(stats_payload(dataset, stats), indent=2))
     else:

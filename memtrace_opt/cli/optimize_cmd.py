@@ -13,6 +13,7 @@ import typer
 
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, data_slice, with_model_flags
+from memtrace_opt.cli.options import GoldOption
 from memtrace_opt.config import load_config
 from memtrace_opt.config_schema import validate_program_settings
 from memtrace_opt.lm.roles import ModelRoles
@@ -93,6 +94,7 @@ def optimize_command(
     sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
     limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.")] = None,  # noqa: UP045
+    gold: GoldOption = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (an unfinished one resumes).")] = None,  # noqa: UP045
     preset: Annotated[Optional[str], typer.Option(help="quick: a small slice and a few rounds (about 15 min with the embedded model).")] = None,  # noqa: UP045
     attribution: Annotated[Optional[str], typer.Option(help="Attribution method: graphtrace, lineage, blame_response, ...")] = None,  # noqa: UP045
@@ -131,7 +133,7 @@ def optimize_command(
         out=out or (Path(cfg["out"]) if cfg.get("out") else _out("optimize", system)),
         roles=roles,
         data_slice=data_slice(sessions or cfg.get("sessions"), category or cfg.get("categories"),
-                          limit if limit is not None else cfg.get("limit")),
+                          limit if limit is not None else cfg.get("limit"), gold=gold),
         train=train or cfg.get("train"),
         val=val or cfg.get("val"),
         test=test or cfg.get("test"),
@@ -189,6 +191,7 @@ def compare_command(
     sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
     limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.")] = None,  # noqa: UP045
+    gold: GoldOption = None,
     attribution: Annotated[str, typer.Option(help="Attribution method of `memtrace`.")] = "graphtrace",
     judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output directory.")] = None,  # noqa: UP045
@@ -223,7 +226,7 @@ def compare_command(
         data=str(data or cfg.get("data") or "sample"),
         out=out or _out("compare", system),
         roles=roles,
-        data_slice=data_slice(sessions, category, limit),
+        data_slice=data_slice(sessions, category, limit, gold=gold),
         train=train, val=val, test=test, split=split or "0.4,0.3,0.3", per_split=per_split,
         optimizers=parse_optimizers(optimizers), budget=budget, time_budget=time_budget, attribution=attribution,
         judge=judge, program_settings=validate_program_settings(system, cfg.get("settings")), seed=seed,

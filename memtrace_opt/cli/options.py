@@ -47,6 +47,12 @@ AttributorApiBaseOption = Annotated[
     Optional[str], typer.Option("--attributor-api-base", help="API base URL for the attributor model.")  # noqa: UP045
 ]
 
+GoldOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--gold", help="Gold answers: corrected (the QA corrections file found beside the data, glued words "
+                 "split; the default) or upstream (the file as published)."),
+]
+
 
 def model_overrides(
     lm: str | None = None,

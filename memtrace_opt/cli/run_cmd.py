@@ -10,6 +10,7 @@ import typer
 
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, data_slice, with_model_flags
+from memtrace_opt.cli.options import GoldOption
 from memtrace_opt.config import load_config
 from memtrace_opt.config_schema import validate_program_settings
 from memtrace_opt.lm.roles import ModelRoles
@@ -33,6 +34,7 @@ def run_command(
     sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
     limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions.")] = None,  # noqa: UP045
+    gold: GoldOption = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default runs/<time>-<system>).")] = None,  # noqa: UP045
     program: Annotated[Optional[Path], typer.Option("--program", help="A compiled program.json to load.")] = None,  # noqa: UP045
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge too.")] = None,  # noqa: UP045
@@ -70,7 +72,7 @@ def run_command(
         data=str(merged["data"]),
         out=out if out is not None else Path(cfg["out"]) if cfg.get("out") else default_out(merged["system"]),
         roles=roles,
-        data_slice=data_slice(merged["sessions"], merged["categories"], merged["limit"]),
+        data_slice=data_slice(merged["sessions"], merged["categories"], merged["limit"], gold=gold),
         program_settings=validate_program_settings(merged["system"], cfg.get("settings")),
         program_path=program or (Path(cfg["program"]) if cfg.get("program") else None),
         judge=bool(merged["judge"]),

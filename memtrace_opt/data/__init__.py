@@ -1,19 +1,25 @@
-"""Benchmark datasets: typed conversations and questions, loaders, slicing and resolution by name."""
+"""Benchmark datasets: typed conversations and questions, loaders, the gold revision, slicing and resolution by name."""
 
 from __future__ import annotations
 
 from memtrace_opt.data._types import (
     ABSTAIN_ANSWER,
     CATEGORY_ORDER,
+    DEFAULT_GOLD,
+    GLUED_WORDS,
+    GOLD_CHOICES,
+    QA_CORRECTIONS,
     Conversation,
     Dataset,
     DatasetStats,
+    GoldRevision,
     Question,
     Session,
     Turn,
     category_sort_key,
     session_of,
 )
+from memtrace_opt.data.gold import CORRECTIONS_FILE, corrections_beside, revise_gold, split_glued_words
 from memtrace_opt.data.loader import SAMPLE_PATH, load_dataset, load_sample
 from memtrace_opt.data.locomo import LOCOMO_CATEGORIES, clean_evidence, load_locomo
 from memtrace_opt.data.longmemeval import load_longmemeval
@@ -30,6 +36,11 @@ from memtrace_opt.data.slicing import DataSlice, DataSpec, SessionRange, parse_d
 __all__ = [
     "ABSTAIN_ANSWER",
     "CATEGORY_ORDER",
+    "CORRECTIONS_FILE",
+    "DEFAULT_GOLD",
+    "GLUED_WORDS",
+    "GOLD_CHOICES",
+    "QA_CORRECTIONS",
     "LOCOMO_CATEGORIES",
     "SAMPLE_PATH",
     "SOURCES",
@@ -39,12 +50,14 @@ __all__ = [
     "Dataset",
     "DatasetSource",
     "DatasetStats",
+    "GoldRevision",
     "Question",
     "Session",
     "SessionRange",
     "Turn",
     "category_sort_key",
     "clean_evidence",
+    "corrections_beside",
     "fetch_dataset",
     "load_data",
     "load_dataset",
@@ -54,6 +67,8 @@ __all__ = [
     "parse_data_spec",
     "parse_sessions",
     "resolve_data",
+    "revise_gold",
     "session_of",
+    "split_glued_words",
     "user_data_dir",
 ]

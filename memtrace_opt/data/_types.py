@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -205,13 +205,66 @@ class DatasetStats:
         }
 
 
+# which gold answers a run reads (`data.gold`): the file's as published, or corrected (the default)
+GOLD_CHOICES = ("corrected", "upstream")
+DEFAULT_GOLD = "corrected"
+# the rules of the corrected gold, by the names GoldRevision counts them
+QA_CORRECTIONS = "qa_corrections"
+GLUED_WORDS = "glued_words"
+GOLD_RULES = (QA_CORRECTIONS, GLUED_WORDS)
+
+
+@dataclass(frozen=True)
+class GoldRevision:
+    """How a dataset's gold answers were revised (`data.gold`): `gold` ("corrected" or "upstream"), the name of the
+    corrections file applied (None when there was none), per rule the ids of the questions it changed, and the
+    ids of the questions the corrections removed."""
+
+    gold: str = "upstream"
+    corrections: str | None = None
+    changed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    removed: tuple[str, ...] = ()
+
+    def counts(self, question_ids: Iterable[str] | None = None) -> dict[str, int]:
+        """Per rule, how many of `question_ids` (default: every question) it changed."""
+        wanted = None if question_ids is None else set(question_ids)
+        return {rule: sum(1 for q in self.changed.get(rule, ()) if wanted is None or q in wanted)
+                for rule in GOLD_RULES}
+
+    def summary(self, question_ids: Iterable[str] | None = None) -> dict[str, Any]:
+        """What a run records: {gold, corrections, changed: {rule: n}} for `question_ids`; for the whole dataset
+        (no ids) also how many questions the corrections removed."""
+        out: dict[str, Any] = {"gold": self.gold, "corrections": self.corrections,
+                               "changed": self.counts(question_ids)}
+        if question_ids is None:
+            out["removed"] = len(self.removed)
+        return out
+
+    def by_split(self, splits: Mapping[str, Iterable[str]]) -> dict[str, Any]:
+        """{gold, corrections, <split>: {rule: n}}: what each rule changed among each split's question ids."""
+        return {"gold": self.gold, "corrections": self.corrections,
+                **{name: self.counts(ids) for name, ids in splits.items()}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gold": self.gold, "corrections": self.corrections,
+                "changed": {rule: list(ids) for rule, ids in self.changed.items()}, "removed": list(self.removed)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GoldRevision:
+        return cls(str(data.get("gold") or "upstream"), data.get("corrections"),
+                   {str(k): tuple(str(i) for i in v) for k, v in (data.get("changed") or {}).items()},
+                   tuple(str(i) for i in data.get("removed") or ()))
+
+
 @dataclass(frozen=True)
 class Dataset:
-    """A named collection of conversations loaded from `path`."""
+    """A named collection of conversations loaded from `path`; `gold_revision` says how its gold answers were
+    revised (None: as the file has them, no revision asked)."""
 
     name: str
     path: str
     conversations: tuple[Conversation, ...]
+    gold_revision: GoldRevision | None = None
 
     def questions(self) -> Iterator[tuple[Conversation, Question]]:
         """Every (conversation, question) pair in file order."""
@@ -225,6 +278,13 @@ class Dataset:
             if conversation.sample_id == sample_id:
                 return conversation
         raise KeyError(f"{self.name} has no conversation {sample_id!r}")
+
+    def gold_summary(self) -> dict[str, Any] | None:
+        """What the gold revision changed among this dataset's questions (`GoldRevision.summary`); None when the
+        gold was not revised."""
+        if self.gold_revision is None:
+            return None
+        return self.gold_revision.summary(question.question_id for _, question in self.questions())
 
     def stats(self) -> DatasetStats:
         by_category: Counter[str] = Counter()

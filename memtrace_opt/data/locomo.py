@@ -149,6 +149,11 @@ def _parse_session(conv: dict[str, Any], n: int, fail: Callable[[str], DatasetEr
     return Session(index=n, date_time=date_time, turns=tuple(turns))
 
 
+def parse_question(item: Any, index: int, sample_id: str) -> Question:
+    """One `qa` record of a LoCoMo file as the loader reads it, with the question id `{sample_id}:q{index}`."""
+    return _parse_question(item, index, sample_id, lambda message: DatasetError(f"{sample_id}: {message}"))
+
+
 def _parse_question(item: Any, i: int, sample_id: str, fail: Callable[[str], DatasetError]) -> Question:
     if not isinstance(item, dict):
         raise fail(f"qa {i} is {type_name(item)}, not an object")

@@ -2,7 +2,8 @@
 
 `resolve_data(spec)` accepts a path, "locomo", "longmemeval" or "sample". Named datasets are looked
 for, in order, under `../shared/data` next to the project checkout (or the current directory), under
-$MEMTRACE_DATA_DIR, and in the user cache directory where `memtrace data fetch NAME` puts them.
+$MEMTRACE_DATA_DIR, and in the user cache directory where `memtrace data fetch NAME` puts them. `load_data`
+reads the corrected gold answers unless asked for the file's own (`data.gold`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from memtrace_opt.data._types import Dataset
+from memtrace_opt.data._types import DEFAULT_GOLD, Dataset
+from memtrace_opt.data.gold import revise_gold
 from memtrace_opt.data.loader import SAMPLE_PATH, load_dataset
 from memtrace_opt.data.slicing import DataSlice, parse_data_spec
 from memtrace_opt.errors import DatasetError
@@ -127,12 +129,14 @@ def resolve_data(spec: str) -> Path:
 
 
 def load_data(spec: str, data_slice: DataSlice | None = None) -> Dataset:
-    """Resolve and load a "PATH[:SAMPLE_ID]" data argument, then apply `data_slice` if given."""
+    """Resolve and load a "PATH[:SAMPLE_ID]" data argument with the gold answers `data_slice.gold` names (without
+    a slice: the default, corrected; see `data.gold`), then apply `data_slice` if given. The dataset's
+    `gold_revision` says which questions the revision changed."""
     path_text, sample_id = parse_data_spec(spec)
     path = resolve_data(path_text)
     key = ALIASES.get(path_text.lower(), path_text.lower())
     name = SAMPLE_NAME if path == SAMPLE_PATH else key if key in SOURCES else None
-    dataset = load_dataset(path, name=name)
+    dataset = revise_gold(load_dataset(path, name=name), data_slice.gold if data_slice is not None else DEFAULT_GOLD)
     if sample_id is not None:
         dataset = DataSlice(sample_ids=(sample_id,)).apply(dataset)
     if data_slice is not None:

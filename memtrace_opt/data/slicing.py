@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from memtrace_opt.data._types import Conversation, Dataset, Question
+from memtrace_opt.data._types import DEFAULT_GOLD, GOLD_CHOICES, Conversation, Dataset, Question
 from memtrace_opt.errors import ConfigError
 
 
@@ -77,6 +77,9 @@ class DataSlice:
     - categories: keep questions whose category name (or LoCoMo number, e.g. "1") is listed.
     - limit: keep the first N questions overall, conversation by conversation in file order. With
       seed != 0, N questions are drawn at random with that seed instead (still kept in file order).
+    - gold: which gold answers, "corrected" or "upstream" (`data.gold`); `load_data` revises them before it
+      slices, so the slice reads the corrected categories and evidence. A record without it (written before
+      the choice existed) reads as "upstream", the gold it was run with.
     Conversations left with no questions are dropped whenever questions were filtered.
     """
 
@@ -85,6 +88,7 @@ class DataSlice:
     categories: tuple[str, ...] | None = None
     limit: int | None = None
     seed: int = 0
+    gold: str = DEFAULT_GOLD
 
     def __post_init__(self) -> None:
         # Accept lists and NamedTuples from callers, store plain tuples (hashable, comparable).
@@ -99,6 +103,8 @@ class DataSlice:
                 raise ConfigError(f"bad session range {first}-{last}: expected 1 <= A <= B")
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"bad question limit {self.limit}: expected a positive number")
+        if self.gold not in GOLD_CHOICES:
+            raise ConfigError(f"bad gold {self.gold!r}: expected one of {', '.join(GOLD_CHOICES)}")
 
     @property
     def filters_questions(self) -> bool:
@@ -159,6 +165,8 @@ class DataSlice:
             parts.append(f"limit={self.limit}")
         if self.seed:
             parts.append(f"seed={self.seed}")
+        if self.gold != DEFAULT_GOLD:
+            parts.append(f"gold={self.gold}")
         return " ".join(parts) if parts else "all"
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,6 +176,7 @@ class DataSlice:
             "categories": list(self.categories) if self.categories is not None else None,
             "limit": self.limit,
             "seed": self.seed,
+            "gold": self.gold,
         }
 
     @classmethod
@@ -184,6 +193,7 @@ class DataSlice:
             categories=strings(data.get("categories")),
             limit=data.get("limit"),
             seed=int(data.get("seed", 0) or 0),
+            gold=str(data.get("gold") or "upstream"),
         )
 
 

@@ -8,6 +8,8 @@ import pytest
 
 from memtrace_opt.cli import main
 from memtrace_opt.cli.data_cmd import dataset_stats, stats_payload
+from memtrace_opt.data import CORRECTIONS_FILE
+from tests.conftest import shared_data_path
 
 
 def test_stats_json_for_the_sample(capsys: pytest.CaptureFixture[str]) -> None:
@@ -21,6 +23,7 @@ def test_stats_json_for_the_sample(capsys: pytest.CaptureFixture[str]) -> None:
         13,
     )
     assert payload["questions_by_category"]["adversarial"] == 2
+    assert payload["gold"]["gold"] == "corrected" and payload["gold"]["corrections"] is None
 
 
 def test_stats_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -31,7 +34,7 @@ def test_stats_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_stats_for_locomo(locomo_path, capsys: pytest.CaptureFixture[str]) -> None:
-    main(["data", "stats", str(locomo_path), "--json"])
+    main(["data", "stats", str(locomo_path), "--json", "--gold", "upstream"])
     payload = json.loads(capsys.readouterr().out)
     assert (payload["conversations"], payload["sessions"], payload["turns"], payload["questions"]) == (
         10,
@@ -39,6 +42,20 @@ def test_stats_for_locomo(locomo_path, capsys: pytest.CaptureFixture[str]) -> No
         5882,
         1986,
     )
+    assert payload["gold"]["gold"] == "upstream" and payload["gold"]["changed"] == {"qa_corrections": 0,
+                                                                                   "glued_words": 0}
+
+
+def test_stats_count_what_the_corrected_gold_changed(locomo_path, capsys: pytest.CaptureFixture[str]) -> None:
+    shared_data_path("locomo", CORRECTIONS_FILE)
+    main(["data", "stats", str(locomo_path), "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["questions"] == 1985  # the corrections remove one question
+    assert payload["gold"] == {"gold": "corrected", "corrections": CORRECTIONS_FILE,
+                               "changed": {"qa_corrections": 219, "glued_words": 32}, "removed": 1}
+    main(["data", "stats", str(locomo_path)])
+    table = capsys.readouterr().out
+    assert "gold: corrected" in table and "changed by glued words" in table
 
 
 def test_stats_function_with_a_sample_id(locomo_path) -> None:
