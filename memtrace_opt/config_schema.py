@@ -44,21 +44,22 @@ class _Strict(BaseModel):
 
 
 class OptimizeSection(_Strict):
-    """The `optimize:` keys: the loop's flags by their flag names, and the optimizer's choices."""
+    """The `optimize:` keys: the loop's flags by their flag names, and the optimizer's choices. The bounds are
+    the settings' own (`LoopSettings` and its parts), so a bad value is named here, as a config key."""
 
-    rounds: Optional[int] = Field(None, ge=0)  # noqa: UP045
-    patience: Optional[int] = Field(None, ge=0)  # noqa: UP045
+    rounds: Optional[int] = Field(None, ge=1)  # noqa: UP045
+    patience: Optional[int] = Field(None, ge=1)  # noqa: UP045
     candidates: Optional[int] = Field(None, ge=1)  # noqa: UP045
     minibatch: Optional[int] = Field(None, ge=1)  # noqa: UP045
-    budget: Optional[int] = Field(None, ge=0)  # noqa: UP045
-    time_budget: Optional[float] = Field(None, ge=0)  # noqa: UP045
+    budget: Optional[int] = Field(None, ge=1)  # noqa: UP045
+    time_budget: Optional[float] = Field(None, gt=0)  # noqa: UP045
     local_check: Optional[bool] = None  # noqa: UP045
     demos: Optional[int] = Field(None, ge=0)  # noqa: UP045
     validate_ties: Optional[bool] = None  # noqa: UP045
-    min_val_gain: Optional[float] = Field(None, ge=0, le=1)  # noqa: UP045
-    min_val_questions: Optional[int] = Field(None, ge=0)  # noqa: UP045
+    min_val_gain: Optional[float] = Field(None, ge=0, lt=1)  # noqa: UP045
+    min_val_questions: Optional[int] = Field(None, ge=1)  # noqa: UP045
     demo_pool: Optional[int] = Field(None, ge=0)  # noqa: UP045
-    demo_budget: Optional[int] = Field(None, ge=0)  # noqa: UP045
+    demo_budget: Optional[int] = Field(None, ge=1)  # noqa: UP045
     compact_demos: Optional[bool] = None  # noqa: UP045
     pattern_rules: Optional[bool] = None  # noqa: UP045
     threads: Optional[int] = Field(None, ge=1)  # noqa: UP045
@@ -118,6 +119,10 @@ def _expected(error: Any) -> str:
         return f"a number >= {context.get('ge')}"
     if "le" in context or "less_than_equal" in kind:
         return f"a number <= {context.get('le')}"
+    if "gt" in context:
+        return f"a number > {context['gt']}"
+    if "lt" in context:
+        return f"a number < {context['lt']}"
     for word, text in _TYPE_WORDS.items():
         if kind.startswith(word):
             return text

@@ -72,9 +72,9 @@ def attribute_command(
                                         "all_at_once, step_by_step, binary_search, random, blame_response.")]
     = "graphtrace",
     embedder: Annotated[str, typer.Option(help="Embedder for pseudo-evidence: minilm or hash.")] = "minilm",
-    max_calls: Annotated[int, typer.Option(help="LM calls per case at most (graphtrace).")] = 8,
-    threads: Annotated[int, typer.Option(help="Cases attributed in parallel.")] = 1,
-    limit: Annotated[Optional[int], typer.Option(help="Attribute the first N failed cases only.")] = None,  # noqa: UP045
+    max_calls: Annotated[int, typer.Option(min=1, help="LM calls per case at most (graphtrace).")] = 8,
+    threads: Annotated[int, typer.Option(min=1, help="Cases attributed in parallel.")] = 1,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Attribute the first N failed cases only.")] = None,  # noqa: UP045
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     *,
     roles: ModelRoles,

@@ -140,9 +140,9 @@ def bench_build_command(
     data: Annotated[str, typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], locomo, longmemeval or sample.")] = "sample",
     sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
     sample: Annotated[Optional[list[str]], typer.Option(help="Keep this conversation / question id (repeatable).")] = None,  # noqa: UP045
-    limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions.")] = None,  # noqa: UP045
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Keep the first N questions.")] = None,  # noqa: UP045
     kind: Annotated[Optional[list[str]], typer.Option(help="Error type to inject (repeatable; default all).")] = None,  # noqa: UP045
-    per_kind: Annotated[int, typer.Option(help="Injected cases per error type, system and conversation.")] = 2,
+    per_kind: Annotated[int, typer.Option(min=0, help="Injected cases per error type, system and conversation (0: none, only the natural and gold cases).")] = 2,
     program_embedder: Annotated[Optional[str], typer.Option(help="Embedder the systems search with (minilm or hash).")] = None,  # noqa: UP045
     embedder: Annotated[str, typer.Option(help="Embedder for pseudo-evidence in the labelling analysis.")] = "minilm",
     natural: Annotated[bool, typer.Option("--natural/--no-natural", help="Label the systems' own failures (lineage).")] = True,
@@ -167,9 +167,9 @@ def bench_eval_command(
     bench: Annotated[Path, typer.Argument(help="Benchmark directory (holds cases.jsonl).")],
     method: Annotated[Optional[list[str]], typer.Option("--method", "-m", help="Attribution method (repeatable).")] = None,  # noqa: UP045
     embedder: Annotated[str, typer.Option(help="Embedder for pseudo-evidence: minilm or hash.")] = "minilm",
-    max_calls: Annotated[int, typer.Option(help="LM calls per case at most (graphtrace).")] = 8,
-    limit: Annotated[Optional[int], typer.Option(help="Score the first N cases only.")] = None,  # noqa: UP045
-    threads: Annotated[int, typer.Option(help="Cases attributed in parallel.")] = 1,
+    max_calls: Annotated[int, typer.Option(min=1, help="LM calls per case at most (graphtrace).")] = 8,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Score the first N cases only.")] = None,  # noqa: UP045
+    threads: Annotated[int, typer.Option(min=1, help="Cases attributed in parallel.")] = 1,
     fresh: Annotated[bool, typer.Option("--fresh", help="Attribute every case again (default: resume).")] = False,
     gold_evidence: Annotated[bool, typer.Option(
         "--gold-evidence/--no-gold-evidence",

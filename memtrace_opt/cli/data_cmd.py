@@ -100,7 +100,7 @@ def fetch_command(
     url: Annotated[
         str | None, typer.Option("--url", help="Download from this URL instead (e.g. a mirror).")
     ] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Network timeout in seconds.")] = 30.0,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Network timeout in seconds.")] = 30.0,
     force: Annotated[
         bool, typer.Option("--force", help="Download again even if a verified copy exists.")
     ] = False,

@@ -33,12 +33,12 @@ def run_command(
     ] = None,
     sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
-    limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions.")] = None,  # noqa: UP045
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Keep the first N questions.")] = None,  # noqa: UP045
     gold: GoldOption = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default runs/<time>-<system>).")] = None,  # noqa: UP045
     program: Annotated[Optional[Path], typer.Option("--program", help="A compiled program.json to load.")] = None,  # noqa: UP045
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge too.")] = None,  # noqa: UP045
-    threads: Annotated[Optional[int], typer.Option(help="Conversations run in parallel.")] = None,  # noqa: UP045
+    threads: Annotated[Optional[int], typer.Option(min=1, help="Conversations run in parallel.")] = None,  # noqa: UP045
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the killed run in --out: keep its finished conversations, run the others again.")] = False,
     *,
