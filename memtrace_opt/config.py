@@ -44,8 +44,11 @@ def load_config(path: str | Path | None, *, sections: Collection[str] | None = N
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                          f"{exc.start}): a config is a YAML file") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        raise ConfigError(f"config file {path} is not valid YAML: {_yaml_problem(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -58,6 +61,20 @@ def load_config(path: str | Path | None, *, sections: Collection[str] | None = N
     data = validate_config(data, f"config file {path}").model_dump(exclude_unset=True)
     roles_from_config(data)
     return data
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error on one line: where (line and column, 1-based) and what, without PyYAML's excerpt."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        char = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
+        return f"{exc.reason} (character {char} at offset {exc.position})"
+    problem = getattr(exc, "problem", None)
+    if not problem:
+        return " ".join(str(exc).split())
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context = getattr(exc, "context", None)
+    return f"{where}{problem}" + (f" ({context})" if context else "")
 
 
 def check_secrets(cfg: Mapping[str, Any], where: str = "") -> None:
