@@ -9,6 +9,7 @@ finished conversation.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import threading
@@ -21,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from memtrace_opt import progress as report
 from memtrace_opt.config_schema import validate_program_settings
 from memtrace_opt.data import Conversation, Dataset, DataSlice, Question, load_data
 from memtrace_opt.errors import ConfigError, DatasetError, Interrupted, MemtraceError
@@ -109,51 +109,6 @@ def score_case(
     return scores, bool(correct)
 
 
-class _Progress:
-    """Rich progress: sessions memorized and questions answered, with elapsed time and LM calls."""
-
-    def __init__(self, dataset: Dataset, models: Models, console: Console | None, enabled: bool) -> None:
-        self.models = models
-        self._lock = threading.Lock()
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[lm]}"),
-            console=console,
-            disable=not enabled,
-            transient=False,
-        )
-        sessions = sum(len(c.sessions) for c in dataset.conversations)
-        questions = sum(len(c.questions) for c in dataset.conversations)
-        self.sessions = self.progress.add_task("sessions memorized", total=sessions, lm="")
-        self.questions = self.progress.add_task("questions answered", total=questions, lm="")
-
-    def _lm(self) -> str:
-        calls = sum(u.calls for u in self.models.usage.snapshot().values())
-        return f"{calls} LM calls"
-
-    def skip(self, conversation: Conversation) -> None:
-        """Count a conversation a resumed run keeps as done."""
-        with self._lock:
-            self.progress.update(self.sessions, advance=len(conversation.sessions))
-            self.progress.update(self.questions, advance=len(conversation.questions))
-
-    def session_done(self, *_: Any) -> None:
-        with self._lock:
-            self.progress.update(self.sessions, advance=1, lm=self._lm())
-
-    def question_done(self, *_: Any) -> None:
-        with self._lock:
-            self.progress.update(self.questions, advance=1, lm=self._lm())
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[_Progress]:
-        with self.progress:
-            yield self
-
-
 class _Stopped(Exception):  # noqa: N818 - a control signal between the callbacks and the runner
     """Raised in a conversation's callbacks once the run is stopping (Ctrl-C, or calls failing in a row)."""
 
@@ -216,8 +171,9 @@ def _prior_usage(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def run_system(
     request: RunRequest,
     *,
-    console: Console | None = None,
+    console: Any = None,
     progress: bool = True,
+    estimate: bool | None = None,
     models: Models | None = None,
     dataset: Dataset | None = None,
 ) -> RunSummary:
@@ -228,7 +184,22 @@ def run_system(
     again. The task (and judge) model answers one test call first (ModelUnavailable if not). A Ctrl-C writes
     the manifest with `status: "interrupted"` and raises Interrupted; `request.max_failures` LM calls failing
     in a row stop the run with `status: "failed"` (the summary says why; what finished is kept).
+
+    Progress (memorize, answer, score) goes to the current reporter (`memtrace_opt.progress`), or to stderr when
+    none is installed; `progress=False` reports nothing. `estimate` (default: when progress is reported) tells
+    what the run will do and how long it should take first, and keeps the estimate in the manifest. `console`
+    is not used (the display is on stderr).
     """
+    if not progress:
+        with report.silenced():
+            return _run_system(request, bool(estimate), models, dataset)
+    if report.active():
+        return _run_system(request, estimate is not False, models, dataset)
+    with report.reporting(report.for_stderr()):
+        return _run_system(request, estimate is not False, models, dataset)
+
+
+def _run_system(request: RunRequest, estimate: bool, models: Models | None, dataset: Dataset | None) -> RunSummary:
     from memtrace_opt.lm.roles import check_roles
 
     started = time.time()
@@ -243,6 +214,7 @@ def run_system(
         if request.check_models:
             check_roles(request.roles, ("task", "judge") if request.judge else ("task",))
         models = Models.from_roles(request.roles)
+    report.watch(models.usage)
     run = RunDir(request.out)
     with run.lock("run"):
         config = _run_config(request, program, dataset)
@@ -263,8 +235,8 @@ def run_system(
         if not prior:
             prior = {"started_at": datetime.fromtimestamp(started, timezone.utc).isoformat()}
             run.write_manifest({"kind": "run", "status": "running", **prior})
-        return _run_conversations(request, run, program, models, dataset, done, prior, started,
-                                  console=console, progress=progress)
+        estimated = _estimate(request, program, models, dataset, done) if estimate else None
+        return _run_conversations(request, run, program, models, dataset, done, prior, started, estimated)
 
 
 def _run_conversations(
@@ -276,21 +248,16 @@ def _run_conversations(
     done: dict[str, list[CaseRecord]],
     prior: dict[str, Any],
     started: float,
-    *,
-    console: Console | None,
-    progress: bool,
+    estimated: dict[str, Any] | None,
 ) -> RunSummary:
-    """The conversations of `dataset` not in `done`, then the manifest (with `prior`'s usage and time added)."""
+    """The conversations of `dataset` not in `done`, then the manifest (with `prior`'s usage and time added, and
+    the estimate of this process's share when there is one)."""
     from memtrace_opt.tracing.lineage_check import describe_breaks
 
-    tracker = _Progress(dataset, models, console, progress)
-    for conversation in dataset.conversations:
-        if conversation.sample_id in done:
-            tracker.skip(conversation)
     job = _Conversations(request, run, program, models, dataset, prior, started, _Tally.of(done, prior),
-                         _StopSignal(models, request.max_failures), tracker)
+                         _StopSignal(models, request.max_failures), estimated)
     try:
-        with tracker.running():
+        with _phases(dataset, done, judge=request.judge):
             job.run_all([c for c in dataset.conversations if c.sample_id not in done])
     except KeyboardInterrupt:
         job.stop.set()
@@ -392,7 +359,7 @@ class _Conversations:
     started: float
     tally: _Tally
     stop: _StopSignal
-    tracker: _Progress
+    estimated: dict[str, Any] | None = None  # the manifest's `estimate` (None: none was made)
     lineage: list[Any] = field(default_factory=list)  # list.append is atomic: conversation threads append
 
     def __post_init__(self) -> None:
@@ -408,7 +375,7 @@ class _Conversations:
         if self.request.threads > 1 and len(todo) > 1:
             pool = ThreadPoolExecutor(max_workers=self.request.threads)
             try:
-                for future in [pool.submit(self.one, c) for c in todo]:
+                for future in [pool.submit(contextvars.copy_context().run, self.one, c) for c in todo]:
                     with contextlib.suppress(_Stopped):
                         future.result()
             finally:  # on Ctrl-C: the running conversations stop at their next session or question
@@ -441,8 +408,11 @@ class _Conversations:
         # safe in events.jsonl.
         questions = {q.question_id: q for q in conversation.questions}
         graph_rel = str(graph_path.relative_to(self.run.root))
-        records = [_case(self.request, self.dataset, conversation, questions[qid], answer, traced.errors.get(qid),
-                         graph_rel, judge=self.judge, judge_lm=self.judge_lm) for qid, answer in traced.answers.items()]
+        records = []
+        for qid, answer in traced.answers.items():
+            records.append(_case(self.request, self.dataset, conversation, questions[qid], answer,
+                                 traced.errors.get(qid), graph_rel, judge=self.judge, judge_lm=self.judge_lm))
+            report.advance(report.SCORED)
         for record in records:
             self.run.append_case(record)
         self.tally.add(conversation.sample_id, records, len(traced.failures))
@@ -458,12 +428,10 @@ class _Conversations:
             "program": self.program.config.to_dict(),
         }
 
-    def _session_done(self, *_: Any) -> None:
-        self.tracker.session_done()
+    def _session_done(self, *_: Any) -> None:  # trace_conversation reports the step itself
         self.stop.check()
 
     def _question_done(self, *_: Any) -> None:
-        self.tracker.question_done()
         self.stop.check()
 
     def manifest(self, status: str, **more: Any) -> dict[str, Any]:
@@ -482,6 +450,7 @@ class _Conversations:
             "counts": counts,
             "op_failures_by_conversation": op_failures_by,
             "accuracy": table.to_dict(),
+            **({"estimate": self.estimated} if self.estimated is not None else {}),
             **more,
         }
         self.run.write_manifest(data)
@@ -495,6 +464,44 @@ class _Conversations:
         if task is not None and task.calls and task.failures == task.calls:
             return "failed", f"all {task.calls} task LM calls failed"
         return "complete", ""
+
+
+@contextlib.contextmanager
+def _phases(dataset: Dataset, done: dict[str, list[CaseRecord]], *, judge: bool) -> Iterator[None]:
+    """The run's phases, open together (conversations run in parallel): sessions memorized, questions answered,
+    answers scored; the conversations a resumed run keeps count as done."""
+    sessions = sum(len(c.sessions) for c in dataset.conversations)
+    questions = sum(len(c.questions) for c in dataset.conversations)
+    with report.phase("memorize", sessions, (report.SESSION,)), report.phase("answer", questions, (report.QUESTION,)), \
+            report.phase("score" + (" (judge)" if judge else ""), questions, (report.SCORED,)):
+        kept = [c for c in dataset.conversations if c.sample_id in done]
+        report.advance(report.SESSION, sum(len(c.sessions) for c in kept))
+        report.advance(report.QUESTION, sum(len(c.questions) for c in kept))
+        report.advance(report.SCORED, sum(len(done[c.sample_id]) for c in kept))
+        yield
+
+
+def _estimate(request: RunRequest, program: MemoryProgram, models: Models, dataset: Dataset,
+              done: dict[str, list[CaseRecord]]) -> dict[str, Any]:
+    """Say what the run will do and how long it should take (its conversations not in `done`); the manifest's
+    `estimate`."""
+    from memtrace_opt.estimate import announce, count_work, job_rates, plural, run_estimate
+
+    todo = [c for c in dataset.conversations if c.sample_id not in done]
+    plan = (f"run {request.system} on {request.data}: {plural(len(todo), 'conversation')}, "
+            f"{plural(sum(len(c.sessions) for c in todo), 'session')}, "
+            f"{plural(sum(len(c.questions) for c in todo), 'question')}"
+            + (", judged by the LLM judge" if request.judge else "")
+            + (f" ({len(done)} finished conversations kept)" if done else ""))
+    rates, why = job_rates(models)
+    if rates is None:
+        return announce(plan, None, why)
+    try:
+        work = count_work(program, todo, judge=request.judge, reply_cap=request.roles.spec("task").max_tokens)
+    except Exception as error:  # noqa: BLE001 - a program the scripted fake LM cannot run still runs for real
+        log.warning("no estimate: the dry run of %s failed: %s", request.system, error)
+        return announce(plan, None, f"no estimate: the dry run failed ({type(error).__name__})")
+    return announce(plan, run_estimate(work, todo, judge=request.judge, rates=rates))
 
 
 def _row(case: CaseRecord) -> ScoreRow:

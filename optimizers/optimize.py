@@ -25,9 +25,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from memtrace_opt import progress
 from memtrace_opt.data import load_data
 from memtrace_opt.errors import ConfigError, Interrupted, MemtraceError
 from memtrace_opt.lm.models import Models
+from memtrace_opt.optimizers.estimate import evaluation_steps
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
 from memtrace_opt.optimizers.evaluation.program_io import instructions_of, save_program
@@ -126,8 +128,11 @@ def optimize_system(
     models: Models | None = None,
     on_round: Callable[[RoundRecord], None] | None = None,
     optimizer_options: dict[str, Any] | None = None,
+    estimate: bool | None = None,
 ) -> OptimizeSummary:
     """Optimize, save and test (see the module docstring). Resumes a killed run found in `request.out`.
+    Phases go to the current progress reporter; `estimate` (default: when one is installed) tells what the run
+    will do and how long it should take first, and keeps the estimate in the manifest.
 
     Holds the run directory's lock throughout (RunLocked for a second writer). Each finished round writes the
     manifest with `status: "running"` and the LM usage so far, so a resumed run's usage counts every process;
@@ -143,6 +148,7 @@ def optimize_system(
 
             check_roles(request.roles, _roles_needed(request))
             models = Models.from_roles(request.roles)
+        progress.watch(models.usage)
         if request.storage is None and (run.root / "optuna.db").exists():
             _fail_orphan_trials(default_storage(run.root))
         metered = models
@@ -160,7 +166,8 @@ def optimize_system(
 
         try:
             return _optimize(request, run, prior.get("usage") or {}, models=models, on_round=round_done,
-                             optimizer_options=optimizer_options)
+                             optimizer_options=optimizer_options,
+                             estimate=progress.active() if estimate is None else estimate)
         except KeyboardInterrupt:
             checkpoint("interrupted")
             raise Interrupted(f"{run.root}: stopped; the study keeps every finished candidate (run the same "
@@ -194,6 +201,7 @@ def _optimize(
     models: Models,
     on_round: Callable[[RoundRecord], None] | None,
     optimizer_options: dict[str, Any] | None,
+    estimate: bool = False,
 ) -> OptimizeSummary:
     started = time.time()
     if run.cases_path.exists():
@@ -209,6 +217,7 @@ def _optimize(
         load_program_state(student, request.program_path)
     storage = request.storage or default_storage(run.root)
     _write_config(run, request, student, dataset, splits, storage)
+    estimated = _estimate(request, student, models, splits) if estimate else None
     # a storage given (`--storage`) may be shared by other workers: they split each round's work (`loop/crew.py`)
     optimizer = MemTraceOptimizer.from_models(
         models, judge=request.judge, settings=request.settings, attribution=request.attribution,
@@ -231,6 +240,7 @@ def _optimize(
         "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(),
         "ended_at": datetime.now(timezone.utc).isoformat(),
         "seconds": round(seconds, 2),
+        **({"estimate": estimated} if estimated is not None else {}),
         "usage": add_usage(prior_usage, models.usage.to_dict()),
         **result.manifest_part(),
         "test": test,
@@ -311,6 +321,7 @@ def _test(run: RunDir, request: OptimizeRequest, optimizer: MemTraceOptimizer, m
     if not test_cases:
         run.cases_path.touch()
         return out
+    progress.stage("held-out test", total=2 * evaluation_steps(test_cases))
     evaluator = CachedEvaluator(optimizer.metric, memo=optimizer.memo, task_lm=models.task,
                                 meta={"system": request.system, "dataset": dataset, "models": models.names()},
                                 threads=request.settings.threads)
@@ -320,3 +331,29 @@ def _test(run: RunDir, request: OptimizeRequest, optimizer: MemTraceOptimizer, m
         save_graph(traced.graph(), run.graph_path(key.split("@", 1)[0]))
     _record_case(run, request.system, dataset, after, before)
     return {**out, "baseline_accuracy": before.accuracy, "optimized_accuracy": after.accuracy}
+
+
+def _estimate(request: OptimizeRequest, student: Any, models: Models, splits: Splits) -> dict[str, Any]:
+    """Say what the optimization will do and how long it should take; the manifest's `estimate`."""
+    from memtrace_opt.estimate import announce, job_rates, plural
+    from memtrace_opt.optimizers.estimate import optimize_estimate, split_work
+
+    settings, sizes = request.settings, splits.sizes()
+    conversations = {c.sample_id for c in [*splits.train, *splits.val, *splits.test]}
+    budgets = [f"budget {settings.budget} LM calls" if settings.budget is not None else "",
+               f"{settings.time_budget:g} s" if settings.time_budget is not None else ""]
+    plan = (f"optimize {request.system} on {request.data}: train {sizes['train']} / val {sizes['val']} / test "
+            f"{sizes['test']} questions in {plural(len(conversations), 'conversation')}; up to "
+            f"{plural(settings.rounds, 'round')} of {plural(settings.proposal.candidates, 'candidate')}"
+            + "".join(f", {b}" for b in budgets if b))
+    rates, why = job_rates(models)
+    if rates is None:
+        return announce(plan, None, why)
+    cap = request.roles.spec("task").max_tokens
+    try:
+        work = split_work(student, splits, judge=request.judge, reply_cap=cap)
+    except Exception as error:  # noqa: BLE001 - a program the scripted fake LM cannot run still runs for real
+        log.warning("no estimate: the dry run of %s failed: %s", request.system, error)
+        return announce(plan, None, f"no estimate: the dry run failed ({type(error).__name__})")
+    return announce(plan, optimize_estimate(work, splits, settings, rates, judge=request.judge,
+                                            attribution=request.attribution, reply_cap=cap))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from memtrace_opt import progress as report
 from memtrace_opt.attribution.protocol import LM_FREE_METHODS
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, with_model_flags
@@ -26,7 +27,9 @@ def attribute_command_impl(
     progress: bool = True,
     models: Any = None,
 ) -> Any:
-    """Attribute RUN's failed cases and print the summary tables. Returns the AttributeRunResult."""
+    """Attribute RUN's failed cases and print the summary tables. Returns the AttributeRunResult.
+
+    Progress goes to the current reporter (`memtrace_opt.progress`), else to stderr; `progress=False`: none."""
     from memtrace_opt.attribution import AttributionConfig, method_names
     from memtrace_opt.attribution.runs import attribute_run, run_replay_provider, summary_tables
     from memtrace_opt.errors import ConfigError
@@ -46,14 +49,17 @@ def attribute_command_impl(
         if method == "counterfactual":
             provider = run_replay_provider(run, models.task)
     config = AttributionConfig(embedder=embedder, max_lm_calls=max_calls)
-    bar = Progress(TextColumn(f"attributing ({method})"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=out, disable=not progress, transient=True)
-    with bar:
-        task = bar.add_task("cases", total=None)
+    started: list[int] = []
 
-        def advance(done: int, total: int, verdict: Any) -> None:
-            bar.update(task, completed=done, total=total)
+    def advance(done: int, total: int, verdict: Any) -> None:
+        if not started:  # the first case attributed: its total is known now
+            started.append(total)
+            report.stage(f"attributing ({method})", total=total, counts=(report.CASE,), level=1)
+        report.advance(report.CASE)
 
+    with _reporting(progress):
+        if models is not None:
+            report.watch(models.usage)
         result = attribute_run(run, method, lm=lm, config=config, progress=advance, num_threads=threads,
                                limit=limit, replay_provider=provider)
     for table in summary_tables(result.verdicts, result.cases):
@@ -62,6 +68,15 @@ def attribute_command_impl(
     out.print(f"{result.new} attributed now, {result.skipped} already done, {errors} could not be attributed "
               f"-> {result.path}")
     return result
+
+
+def _reporting(shown: bool) -> Any:
+    """Where the progress goes: nowhere (`shown` False), the reporter already installed, or stderr."""
+    if not shown:
+        return report.silenced()
+    if report.active():
+        return contextlib.nullcontext()
+    return report.reporting(report.for_stderr())
 
 
 @app.command("attribute")

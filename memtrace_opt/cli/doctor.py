@@ -1,4 +1,8 @@
-"""`memtrace doctor`: can this machine serve the task model and the embedder? One row per check."""
+"""`memtrace doctor`: can this machine serve the task model and the embedder, and how fast? One row per check.
+
+The speed check measures the task model's prompt-reading and decoding rates (a prompt of a few hundred tokens
+uncached, then a short decode) and stores them for the time estimates of `run`, `optimize` and `compare`.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from rich.table import Table
 from memtrace_opt.cli import app
 from memtrace_opt.cli.options import ConfigOption, LmApiBaseOption, LmOption, roles_from_cli
 from memtrace_opt.errors import ConfigError, MemtraceError, ModelUnavailable
+from memtrace_opt.estimate import RateStore
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec
 from memtrace_opt.lm.weights import PartFinder, find_installed_part
 
@@ -40,7 +45,8 @@ class Check:
 
 @dataclass(frozen=True)
 class DoctorReport:
-    """The checks in order and what was measured: assemble_s, load_s, first_call_s, tokens_per_s."""
+    """The checks in order and what was measured: assemble_s, load_s, first_call_s, tokens_per_s, and the rates
+    prompt_tps, decode_tps (tokens per second) and tokens_per_word."""
 
     model: str
     checks: tuple[Check, ...]
@@ -162,6 +168,29 @@ def _generation_check(spec: ModelSpec, timings: dict[str, float], fake_engine: A
     return attempt("generation (dspy.Predict)", generate)
 
 
+LEVERS = ("reading: n_batch, n_threads_batch, flash_attn; decoding: n_threads; a prefix cache (prefix_cache_mb) "
+          "reads a prompt's shared prefix once (docs/engine.md)")
+
+
+def _speed_check(spec: ModelSpec, timings: dict[str, float], fake_engine: Any, store: RateStore | None) -> Check:
+    def measure() -> str:
+        from memtrace_opt.estimate import measure_rates, model_key
+        from memtrace_opt.lm.roles import build_lm
+        from memtrace_opt.lm.usage import UsageTracker
+
+        off = {"prefix_cache_mb": 0} if spec.kind == "embedded" else {}  # the embedded engine's kept prefixes
+        plain = dataclasses.replace(spec, extra={**spec.extra, "cache": False, **off})
+        rates = measure_rates(build_lm(plain, "rates", usage=UsageTracker(), fake_engine=fake_engine),
+                              model=model_key(spec))
+        timings.update(prompt_tps=round(rates.prompt_tps, 1), decode_tps=round(rates.decode_tps, 1),
+                       tokens_per_word=round(rates.tokens_per_word, 3))
+        where = "not stored (a fake model)" if spec.kind == "fake" or store is None else f"stored in {store.put(rates)}"
+        levers = f"; levers: {LEVERS}" if spec.kind == "embedded" else ""
+        return f"{rates.describe()} ({rates.tokens_per_word:.2f} tokens a word); {where} for time estimates{levers}"
+
+    return attempt("speed (prompt reading, decoding)", measure)
+
+
 def _embedder_check() -> Check:
     def embed() -> str:
         from memtrace_opt.embed import get_embedder
@@ -179,11 +208,14 @@ def run_doctor(
     finder: PartFinder = find_installed_part,
     fake_engine: Any = None,
     check_embedder: bool = True,
+    rates: RateStore | None = None,
+    check_speed: bool = True,
 ) -> DoctorReport:
     """Check the task role's model end to end, then the embedder. Never raises for a failed check.
 
     Embedded models: llama_cpp, the parts, the joined and verified file, loading, one generation.
-    Other models (LiteLLM strings, fake): one generation; errors become FAILED rows.
+    Other models (LiteLLM strings, fake): one generation; errors become FAILED rows. Then (`check_speed`) the
+    model's reading and decoding rates, stored in `rates` (default: the user's rates.json; a fake model's never).
     """
     console = console or Console()
     spec = roles.spec("task")
@@ -196,6 +228,8 @@ def run_doctor(
             checks = [Check("embedded model", "FAILED", str(exc))]
     if all(c.ok for c in checks):
         checks.append(_generation_check(spec, timings, fake_engine))
+        if check_speed and checks[-1].ok:
+            checks.append(_speed_check(spec, timings, fake_engine, rates or RateStore()))
     if check_embedder:
         checks.append(_embedder_check())
     return DoctorReport(spec.model, tuple(checks), timings)

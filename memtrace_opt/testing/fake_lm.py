@@ -10,6 +10,9 @@ and formats the returned values the way the adapter expects. With no matching sk
 field gets a deterministic placeholder derived from the inputs, so any program runs. A skill can
 raise `FakeReply(text)` to send raw (for example unparseable) text, or `FakeTimeout()` to fail the
 call the way a server timeout does.
+
+A slowed engine (`prompt_token_seconds`, `completion_token_seconds`) sleeps that long per prompt and per
+completion token of each call: a model of a known speed, for tests of timings and time estimates.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -120,11 +124,14 @@ class FakeEngine:
     """A dspy engine (complete/stream/close) that answers through skills; thread-safe.
 
     `calls` lists every FakeCall in arrival order; `counts` counts calls per skill label
-    ("default" for the placeholder answer).
+    ("default" for the placeholder answer). `prompt_token_seconds` / `completion_token_seconds` (default 0: no
+    wait) make each call sleep that long per token it reads / writes (tokens as the engine counts them: words).
     """
 
     skills: list[Skill] = field(default_factory=list)
     model: str = "fake"
+    prompt_token_seconds: float = 0.0
+    completion_token_seconds: float = 0.0
     calls: list[FakeCall] = field(default_factory=list, init=False)
     counts: Counter[str] = field(default_factory=Counter, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -169,6 +176,9 @@ class FakeEngine:
         text = self._reply(call, skill, parsed.output_types, parsed.json_output)
         prompt_tokens = _count_tokens([m["content"] for m in messages])
         completion_tokens = _count_tokens([text])
+        delay = prompt_tokens * self.prompt_token_seconds + completion_tokens * self.completion_token_seconds
+        if delay > 0:
+            time.sleep(delay)
         return Response(
             id=None,
             model=self.model,

@@ -22,6 +22,7 @@ from typing import Any
 import dspy
 import networkx as nx
 
+from memtrace_opt import progress
 from memtrace_opt.data import Conversation, Question
 from memtrace_opt.memory.ops import ACTIVE_REPLAY, ReplayControl
 from memtrace_opt.memory.values import to_jsonable
@@ -137,11 +138,13 @@ def _memorize(program: Any, conversation: Conversation, state: Any, on_session_d
     if type(program).memorize is MemoryProgram.memorize:  # the default: session by session, then finish
         for index, session in enumerate(conversation.sessions):
             program.memorize_session(session, state)
+            progress.advance(progress.SESSION)
             if on_session_done is not None:
                 on_session_done(index)
         program.finish_memorize(state)
         return
     program.memorize(conversation, state)  # a program with its own write path loop
+    progress.advance(progress.SESSION, len(conversation.sessions))
     if on_session_done is not None:
         for index in range(len(conversation.sessions)):
             on_session_done(index)
@@ -205,6 +208,7 @@ def trace_conversation(
             if error is not None:
                 errors[qid] = error
             sink.emit(AnswerEvent(qid, answer, tracer.answer_op(qid), error))
+            progress.advance(progress.QUESTION)
             if on_question_done is not None:
                 on_question_done(question, answer, prediction)
     sink.emit(

@@ -41,12 +41,14 @@ from typing import Any
 
 import dspy
 
+from memtrace_opt import progress
 from memtrace_opt.data import load_data
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.models import Models
 from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
 from memtrace_opt.optimizers.comparison.paired import PairedDelta, paired_delta
 from memtrace_opt.optimizers.comparison.plot import plot_accuracy_vs_calls, points_from_rows
+from memtrace_opt.optimizers.estimate import evaluation_steps
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples, resolve_conversation
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
@@ -324,7 +326,10 @@ def _replies_kept(lm: Any, directory: Path) -> Iterator[None]:
 
 
 def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
-                       on_row: Callable[[CompareRow], None] | None = None) -> CompareSummary:
+                       on_row: Callable[[CompareRow], None] | None = None, estimate: bool | None = None) -> CompareSummary:
+    """Every optimizer of `request` from the same warm-up, tested on the held-out questions (module docstring).
+    Phases go to the current progress reporter; `estimate` (default: when one is installed) tells what the
+    comparison will do and how long it should take first."""
     out = Path(request.out)
     out.mkdir(parents=True, exist_ok=True)
     dataset = load_data(request.data, request.data_slice)
@@ -333,6 +338,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     if not splits.test:
         raise ConfigError("compare needs held-out test questions (--test, or a --split with a test share)")
     models = models if models is not None else Models.from_roles(request.roles)
+    progress.watch(models.usage)
     metric = AnswerMetric(judge=request.judge, judge_lm=models.judge if request.judge else None)
     setting = _setting(request, splits, metric)
     title = f"{request.system} on {request.data}, budget {request.budget}"
@@ -347,6 +353,9 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     conversations = [*splits.train, *splits.val, *splits.test]
     log.info("%s: memorizing %d conversation slices (questions: %s)", request.system, len(conversations),
              splits.sizes())
+    if progress.active() if estimate is None else estimate:
+        _estimate(request, student, models, splits, [n for n in request.optimizers if n not in done])
+    progress.stage(f"warm-up: memorize {len(conversations)} conversations, test the student", level=1)
     with _replies_kept(models.task, out / "lm-cache"):
         context = _warm_context(student, conversations, models)
         tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system},
@@ -355,10 +364,11 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     baseline = before.accuracy
     log.info("%s: held-out accuracy before optimizing %.3f", request.system, baseline)
     rows: list[CompareRow] = []
-    for name in request.optimizers:
+    for number, name in enumerate(request.optimizers, 1):
         if name in done:
             rows.append(done[name])
             continue
+        progress.stage(f"{name} ({number}/{len(request.optimizers)})", level=1)
         row = _row(name, request, student, train, val, models, context, metric, tester, test_cases, before, out)
         rows.append(row)
         _write_tables(out, setting, title, baseline, [*rows, *kept], len(test_cases))  # a crash keeps the rows
@@ -400,6 +410,7 @@ def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val
     stopped_by = ours_stop or (("calls" if calls >= request.budget else "time") if stopped else None)
     accuracy, paired, answers = None, None, None
     if error is None:
+        progress.stage(f"{name}: held-out test", total=evaluation_steps(test_cases))
         after = tester.evaluate(program, test_cases)
         accuracy, paired = after.accuracy, paired_delta(correct_before, after.correctness(), seed=request.seed)
         answers = AnswerShape.of(before, after)
@@ -408,3 +419,26 @@ def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val
     return CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
                       changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
                       paired, answers, stopped_by)
+
+
+def _estimate(request: CompareRequest, student: Any, models: Models, splits: Any, names: list[str]) -> None:
+    """Say what the comparison will do and how long it should take."""
+    from memtrace_opt.estimate import announce, job_rates
+    from memtrace_opt.optimizers.estimate import compare_estimate, split_work
+
+    sizes = splits.sizes()
+    plan = (f"compare {', '.join(names) or 'no optimizers'} on {request.system}, {request.data}: train "
+            f"{sizes['train']} / val {sizes['val']} / test {sizes['test']} questions; each optimizer "
+            f"{request.budget} LM calls" + (f" or {request.time_budget:g} s" if request.time_budget else ""))
+    rates, why = job_rates(models)
+    if rates is None:
+        announce(plan, None, why)
+        return
+    cap = request.roles.spec("task").max_tokens
+    try:
+        work = split_work(student, splits, judge=request.judge, reply_cap=cap)
+    except Exception as error:  # noqa: BLE001 - a program the scripted fake LM cannot run still runs for real
+        announce(plan, None, f"no estimate: the dry run failed ({type(error).__name__}: {error})")
+        return
+    announce(plan, compare_estimate(work, splits, names, rates, budget=request.budget,
+                                    time_budget=request.time_budget, judge=request.judge))

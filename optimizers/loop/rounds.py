@@ -25,6 +25,7 @@ from typing import Any
 
 import dspy
 
+from memtrace_opt import progress
 from memtrace_opt.attribution import Verdict, attribute_cases
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.optimizers.evaluation.blame import Blame, attribute_failures, blame_of, failed_cases
@@ -109,6 +110,7 @@ class RoundOutcomeFull:
 def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Sequence[CaseRef],
           history: Sequence[RoundOutcome]) -> RoundPlan:
     """Trace the minibatch, attribute failures, choose the predictor, ask the sources; record the plan."""
+    progress.stage(f"round {number}: plan (trace, attribute)")
     evaluation = ctx.evaluator.evaluate(program, minibatch)
     if ctx.routing is not None:
         blame = ctx.routing.route(evaluation, evaluation.failed(), ctx.predictors)
@@ -128,6 +130,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
     repairs = RepairSet()
     if chosen is not None and not ctx.budget.exhausted():
         if ctx.repairs > 0:
+            progress.stage(f"round {number}: repairs")
             repairs = confirmed_repairs(program, chosen, evaluation, blame, ctx.evaluator, max_repairs=ctx.repairs,
                                         config=ctx.attribution_config)
         evidence = build_evidence(chosen, instructions, evaluation, blame, ctx.evaluator.memo,
@@ -140,6 +143,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         earlier = [plan for plan in map(ctx.plan, range(1, number)) if plan is not None]
         request = SourceRequest(number, program, chosen, evidence, evaluation, ctx.evaluator.memo,
                                 ctx.proposal.candidates, earlier, tuple(repairs.repairs))
+        progress.stage(f"round {number}: proposals")
         for source in ctx.sources:
             candidates += source.propose(request, candidates)
     plan = RoundPlan(

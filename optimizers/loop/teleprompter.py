@@ -39,8 +39,10 @@ from typing import Any
 import dspy
 from dspy.teleprompt import Teleprompter
 
+from memtrace_opt import progress
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.usage import UsageTracker
+from memtrace_opt.optimizers.estimate import evaluation_steps
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
 from memtrace_opt.optimizers.evaluation.examples import CaseRef, case_refs
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo, lm_name
@@ -350,6 +352,7 @@ class MemTraceOptimizer(Teleprompter):
     def _measure_baseline(self, session: _Session, memory: Any, val: Sequence[CaseRef]) -> dict[str, Any]:
         """The student on the valset: its accuracy, and each predictor's op calls (what a validation costs, per
         predictor changed). Workers sharing the study split it by conversation."""
+        progress.stage("baseline: valset", total=evaluation_steps(val))
         parts = conversations(val)
         if session.crew is not None and len(parts) > 1:
             jobs = [Job(f"baseline@{key}", {"job": "baseline", "conversation": key}) for key in parts]

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
+from memtrace_opt import progress
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.optimizers.estimate import evaluation_steps
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
 from memtrace_opt.optimizers.evaluation.program_io import instructions_digest, instructions_of
 from memtrace_opt.optimizers.evaluation.scoped import ReplayedOps, replayed_ops, scoped_reuse
@@ -166,6 +168,7 @@ class RoundTrials:
                 self.budget_hit = True
                 return
             trial = Trial(i + 1, candidate, key)
+            progress.stage(f"round {self.number}: candidate {i + 1}/{len(self.plan.candidates)}")
             attrs = {"round": self.number, "predictor": self.chosen, "candidate": i, "instruction": candidate.instruction,
                      "origin": candidate.origin, **({"demos": len(candidate.demos)} if candidate.demos is not None else {})}
             trial.handle = self.stack.enter_context(ctx.ledger.trial(key, attrs))
@@ -305,6 +308,7 @@ class RoundTrials:
             refused = self.validation_gate.unaffordable(calls)
             if refused is not None:
                 return refused
+            progress.stage(f"round {self.number}: validation", total=evaluation_steps(self.ctx.valset))
             if self.ctx.crew is None:
                 result = self.run_job(self._job("val", indices, key).attrs)
             else:

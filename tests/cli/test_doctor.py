@@ -9,6 +9,7 @@ from rich.console import Console
 
 from memtrace_opt.cli import doctor as doctor_module
 from memtrace_opt.cli.doctor import run_doctor, split_fix
+from memtrace_opt.estimate import RateStore, machine_id
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec
 from memtrace_opt.testing import FakeEngine, FakeReply, Skill
 
@@ -20,9 +21,11 @@ def quiet() -> Console:
 def test_fake_model_and_embedder_pass():
     engine = FakeEngine(skills=[Skill(("answer",), lambda c: {"answer": "Paris"})])
     report = run_doctor(ModelRoles(task=ModelSpec(model="fake")), quiet(), fake_engine=engine)
-    assert [c.name for c in report.checks] == ["generation (dspy.Predict)", "embedder (minilm)"]
+    assert [c.name for c in report.checks] == ["generation (dspy.Predict)", "speed (prompt reading, decoding)",
+                                               "embedder (minilm)"]
     assert report.ok, report.checks
-    assert "'Paris'" in report.checks[0].detail and "(1, 384)" in report.checks[1].detail
+    assert "'Paris'" in report.checks[0].detail and "(1, 384)" in report.checks[2].detail
+    assert "not stored (a fake model)" in report.checks[1].detail
     assert engine.calls[0].inputs == {"question": "What is the capital of France?"}
     assert report.timings["first_call_s"] >= 0 and "tokens_per_s" in report.timings
 
@@ -83,3 +86,32 @@ def test_command_exit_codes(monkeypatch: pytest.MonkeyPatch):
     with pytest.raises(typer.Exit) as failed:
         doctor_module.doctor(config=None, lm="embedded", lm_api_base=None)
     assert failed.value.exit_code == 1
+
+
+def test_speed_is_measured_at_about_the_models_rate(tmp_path: Path):
+    """A model of a known speed (the slowed fake LM): the doctor measures about that speed (a fake model's rates are
+    known to the estimates, so they are not stored)."""
+    engine = FakeEngine(prompt_token_seconds=0.002, completion_token_seconds=0.01)
+    store = RateStore(tmp_path / "rates.json")
+    report = run_doctor(ModelRoles(task=ModelSpec(model="fake")), quiet(), fake_engine=engine, check_embedder=False,
+                        rates=store)
+    speed = report.checks[1]
+    assert speed.ok and "reads " in speed.detail and "decodes " in speed.detail
+    assert 250 <= report.timings["prompt_tps"] <= 500  # 500 tokens/s less the call's own overhead
+    assert 60 <= report.timings["decode_tps"] <= 140  # 100 tokens/s
+    assert report.timings["tokens_per_word"] == pytest.approx(1.0, abs=0.05)
+    assert store.get("fake", machine_id()) is None  # a fake model's rates are never stored
+
+
+def test_rates_are_stored_by_machine_and_model(tmp_path: Path):
+    from memtrace_opt.estimate import Rates
+
+    store = RateStore(tmp_path / "cache" / "rates.json")
+    assert store.get("embedded") is None  # no file: no rates
+    rates = Rates(152.0, 21.5, 1.31, model="embedded n_batch=256", machine=machine_id(), source="doctor")
+    store.put(rates)
+    store.put(Rates(40.0, 9.0, 1.3, model="embedded", machine="another machine"))
+    assert store.get("embedded n_batch=256") == Rates.from_dict(rates.to_dict())
+    assert store.get("embedded") is None and store.get("embedded", "another machine").prompt_tps == 40.0
+    (tmp_path / "cache" / "rates.json").write_text("{not json", encoding="utf-8")
+    assert store.get("embedded n_batch=256") is None  # unreadable: none, never an error
