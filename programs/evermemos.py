@@ -46,6 +46,7 @@ from memtrace_opt.programs.common import (
     question_text,
     strip_markers,
 )
+from memtrace_opt.programs.tunable import tunable
 
 __all__ = [
     "EverMemOSConfig",
@@ -77,16 +78,22 @@ class EverMemOSConfig(ProgramConfig):
     an 8k prompt, the LM checks for a boundary every 4 messages, and the merge keeps 12 (reranked by the
     embedder, the only reranker available offline)."""
 
-    top_k: int = 10  # retrieved per query; the sufficiency check sees these
+    top_k: int = tunable(10, low=3, high=20, ops=("evermemos.retrieve", "evermemos.check_sufficiency"),
+                         cost="longer sufficiency and answer prompts")  # retrieved per query
     max_memcell_tokens: int = 2048
-    max_memcell_messages: int = 24
+    max_memcell_messages: int = tunable(24, low=4, high=40,
+                                        ops=("evermemos.finalize_memcell", "evermemos.extract_episode",
+                                             "evermemos.extract_event_log"),
+                                        cost="smaller cells: more episode and event-log calls per conversation")
     overlap_messages: int = 1
-    check_every: int = 4
+    check_every: int = tunable(4, low=1, high=8, ops=("evermemos.detect_boundary",),
+                               cost="checking more often: more boundary calls per conversation")
     split_on_new_session: bool = True
     max_turn_tokens: int = 400  # a very long message is clipped in extraction prompts
     hybrid_pool: int = 50
     rrf_k: int = 60
-    max_queries: int = 3
+    max_queries: int = tunable(3, low=0, high=5, ops=("evermemos.generate_queries",),
+                               cost="more follow-up queries: more retrieval rounds per question")
     merge_top_n: int = 12
     context_tokens: int = 3072
 

@@ -28,6 +28,7 @@ from memtrace_opt.programs.common import (
     format_units,
     turn_line,
 )
+from memtrace_opt.programs.tunable import tunable
 
 __all__ = ["LongContextConfig", "LongContextMemory", "IngestTurns", "TrimOldest", "PassThrough", "transcript_tokens"]
 
@@ -41,7 +42,9 @@ class LongContextConfig(ProgramConfig):
     """`context_tokens` is the transcript budget: an 8,192-token window less 1,024 for the reply and the
     prompt's own overhead. MemTrace trimmed at the 32,768-token window of gpt-4.1-mini."""
 
-    context_tokens: int = 8192 - 1024 - PROMPT_OVERHEAD_TOKENS
+    context_tokens: int = tunable(8192 - 1024 - PROMPT_OVERHEAD_TOKENS, low=1024, high=8192 - 1024 - PROMPT_OVERHEAD_TOKENS,
+                                  ops=("long_context.trim", "long_context.answer"),
+                                  cost="a larger budget: longer answer prompts")
     embedder: str = "hash"  # nothing is searched; the index stays empty
 
     def __post_init__(self) -> None:

@@ -35,6 +35,7 @@ from memtrace_opt.programs.common import (
     fit_units,
     format_turns,
 )
+from memtrace_opt.programs.tunable import tunable
 
 __all__ = [
     "Mem0Config",
@@ -60,14 +61,19 @@ class Mem0Config(ProgramConfig):
     turns (one extraction and one decision call per window) to keep LM calls low on a local model;
     `context_turns` earlier turns may be shown for reference resolution only (none by default, as in Mem0)."""
 
-    top_k: int = 10
-    window_turns: int = 6
-    context_turns: int = 0  # earlier turns shown as context (Mem0 classic shows none)
-    similar_k: int = 5  # Mem0: 5 similar memories per new fact
+    top_k: int = tunable(10, low=3, high=20, ops=("mem0.retrieve", "mem0.answer"),
+                         cost="more memories in every answer prompt")
+    window_turns: int = tunable(6, low=1, high=8, ops=("mem0.extract_facts", "mem0.update_decision"),
+                                cost="smaller windows: more extraction and decision calls per conversation")
+    context_turns: int = tunable(0, low=0, high=6, ops=("mem0.extract_facts",),
+                                 cost="longer extraction prompts")  # earlier turns shown as context (Mem0 shows none)
+    similar_k: int = tunable(5, low=1, high=10, ops=("mem0.search_similar", "mem0.update_decision"),
+                             cost="longer decision prompts")  # Mem0: 5 similar memories per new fact
     # Only memories at least this similar (cosine) are shown to the update decision. Mem0's default search has no
     # threshold; a small local model shown unrelated memories "updates" them by position, erasing them, so the
     # default (None) keeps what the embedder calls related (`Embedder.related_score`: 0.55 for MiniLM).
-    similar_min_score: float | None = None
+    similar_min_score: float | None = tunable(None, low=0.3, high=0.8, ops=("mem0.search_similar", "mem0.update_decision"),
+                                              cost="a lower threshold: longer decision prompts")
     max_turn_tokens: int = 400  # a very long message is clipped in the extraction prompt
     context_tokens: int = 8192 - 1024 - PROMPT_OVERHEAD_TOKENS
 

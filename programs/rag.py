@@ -30,6 +30,7 @@ from memtrace_opt.programs.common import (
     fit_units,
     turn_line,
 )
+from memtrace_opt.programs.tunable import tunable
 
 __all__ = ["RAGConfig", "RAGMemory", "ChunkTurns", "IndexChunk", "RetrieveChunks", "chunk_text", "SEARCH_MODES"]
 
@@ -43,9 +44,12 @@ class RAGConfig(ProgramConfig):
     """Sized for an 8k-context local model: 5 chunks of 256 tokens. MemTrace: 1,200-token buffer, top-k 10,
     dense search with Qwen3-Embedding-4B."""
 
-    top_k: int = 5
-    chunk_tokens: int = 256
-    search: str = "dense"  # dense | bm25 | hybrid (RRF over both)
+    top_k: int = tunable(5, low=2, high=10, ops=("rag.retrieve", "rag.answer"),
+                         cost="more chunks in every answer prompt")
+    chunk_tokens: int = tunable(256, low=64, high=512, log=True, ops=("rag.chunk", "rag.index_chunk", "rag.retrieve"),
+                                cost="larger chunks: longer answer prompts")
+    search: str = tunable("dense", choices=SEARCH_MODES, ops=("rag.retrieve",),
+                          cost="hybrid: a second search per question")  # dense | bm25 | hybrid (RRF over both)
     hybrid_pool: int = 50  # per-list depth fused by RRF
     rrf_k: int = 60
     context_tokens: int = 8192 - 1024 - PROMPT_OVERHEAD_TOKENS
