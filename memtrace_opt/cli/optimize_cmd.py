@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Annotated, Any, Optional, TypeVar, get_args, get_type_hints
 
 import typer
 
+from memtrace_opt import progress
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, data_slice, with_model_flags
 from memtrace_opt.cli.options import GoldOption
@@ -21,6 +23,7 @@ from memtrace_opt.programs import BUILTIN_SYSTEMS
 
 SYSTEM_HELP = f"Memory system: {', '.join(BUILTIN_SYSTEMS)}, or an import path package.module:Class."
 IDS_HELP = "Comma-separated conversation ids"
+QUIET_HELP = "No progress display and no time estimate on stderr (the results still go to stdout)."
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -102,6 +105,7 @@ def optimize_command(
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite in --out); share one to run several workers.")] = None,  # noqa: UP045
     program: Annotated[Optional[Path], typer.Option("--program", help="Start from a compiled program.json.")] = None,  # noqa: UP045
     seed: Annotated[int, typer.Option(help="Seed for splits and minibatches.")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     *,
     roles: ModelRoles,
     config: Path | None,
@@ -156,16 +160,24 @@ def optimize_command(
 
     def on_round(record: Any) -> None:
         verdict = "accepted" if record.accepted else "no change"
-        out_console.print(
+        _say(
             f"round {record.round}: blame {record.blame_counts or '{}'}, not fixable {record.not_fixable or '{}'}; "
             f"rewrote {record.chosen_predictor or '-'}: {verdict}; valset {record.val_accuracy:.3f}; "
             f"{record.lm_calls} LM calls"
         )
 
-    summary = optimize_system(request, on_round=on_round)
+    with progress.reporting(progress.for_stderr(quiet)):
+        summary = optimize_system(request, on_round=on_round)
     run = RunDir(summary.run_dir)
     for line in closing_lines(run.read_manifest(), summary.run_dir, report_written=run.report_path.is_file()):
         out_console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _say(line: str) -> None:
+    """A result line on stdout while a job runs: written to `sys.stdout` as it is then, so that a live progress
+    display on the terminal (stderr) keeps the line above itself."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def _override_loop(request: Any, values: dict[str, Any]) -> Any:
@@ -197,6 +209,7 @@ def compare_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output directory.")] = None,  # noqa: UP045
     seed: Annotated[int, typer.Option(help="Seed for splits and minibatches.")] = 0,
     resume: Annotated[bool, typer.Option("--resume", help="Keep the rows of --out's compare.json written by this same comparison; run only the optimizers with none.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     *,
     roles: ModelRoles,
     config: Path | None,
@@ -244,9 +257,10 @@ def compare_command(
             moved = f" (questions {fixed_broken}, 95% CI {interval})"
         if row.answers is not None:
             moved += f", mean F1 {row.answers.cells()[0]}"
-        out_console.print(f"{row.optimizer}: {row.baseline_accuracy:.3f} -> {after}{moved}, {row.lm_calls} LM calls, "
-                          f"{row.seconds:.0f} s" + (f" ({row.error})" if row.error else ""))
+        _say(f"{row.optimizer}: {row.baseline_accuracy:.3f} -> {after}{moved}, {row.lm_calls} LM calls, "
+             f"{row.seconds:.0f} s" + (f" ({row.error})" if row.error else ""))
 
-    summary = compare_optimizers(request, on_row=on_row)
+    with progress.reporting(progress.for_stderr(quiet)):
+        summary = compare_optimizers(request, on_row=on_row)
     out_console.print(summary.markdown())
     out_console.print(f"-> {summary.out / 'compare.md'}, compare.json, compare.png, programs/")

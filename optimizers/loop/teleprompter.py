@@ -39,7 +39,7 @@ from typing import Any
 import dspy
 from dspy.teleprompt import Teleprompter
 
-from memtrace_opt import progress
+from memtrace_opt import progress as progress_report
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.usage import UsageTracker
 from memtrace_opt.optimizers.estimate import evaluation_steps
@@ -222,6 +222,7 @@ class MemTraceOptimizer(Teleprompter):
         """`record` in the progress and the stop policy; False when the run stops after it."""
         progress.rounds.append(record)
         progress.history.append(RoundOutcome(record.chosen_predictor, record.accepted))
+        progress_report.stage(None)  # the round's last step ends with it
         if self.on_round is not None:
             self.on_round(record)
         progress.reason = session.stop.after(record, session.budget, progress.cut)
@@ -352,7 +353,7 @@ class MemTraceOptimizer(Teleprompter):
     def _measure_baseline(self, session: _Session, memory: Any, val: Sequence[CaseRef]) -> dict[str, Any]:
         """The student on the valset: its accuracy, and each predictor's op calls (what a validation costs, per
         predictor changed). Workers sharing the study split it by conversation."""
-        progress.stage("baseline: valset", total=evaluation_steps(val))
+        progress_report.stage("baseline: valset", total=evaluation_steps(val))
         parts = conversations(val)
         if session.crew is not None and len(parts) > 1:
             jobs = [Job(f"baseline@{key}", {"job": "baseline", "conversation": key}) for key in parts]

@@ -1,0 +1,47 @@
+"""Progress and the time estimate on the command line: stderr shows them (log lines when not a terminal),
+stdout keeps the results only, and --quiet keeps stderr silent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memtrace_opt.cli import run_cli
+
+
+def test_run_reports_progress_and_its_estimate_on_stderr(tmp_path, capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "run"
+    assert run_cli(["run", "--system", "long_context", "--lm", "fake", "--no-judge", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "run long_context on sample: 1 conversation, 3 sessions, 13 questions" in captured.err
+    assert "estimate: about 0:00" in captured.err and "answer: done, 13/13" in captured.err
+    assert "done in " in captured.err.splitlines()[-1]
+    assert "estimate" not in captured.out and "13 questions" not in captured.out  # stdout: the results
+    assert "correct" in captured.out
+    assert json.loads((out / "manifest.json").read_text())["estimate"]["rates"]["source"] == "known"
+
+
+def test_run_quiet_is_silent_on_stderr(tmp_path, capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "run"
+    assert run_cli(["run", "--system", "long_context", "--lm", "fake", "--no-judge", "--quiet",
+                    "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert "correct" in captured.out
+    assert "estimate" not in json.loads((out / "manifest.json").read_text())  # none made
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_optimize_quick_shows_its_phases_unless_quiet(tmp_path, capsys: pytest.CaptureFixture[str], quiet: bool):
+    argv = ["optimize", "--system", "rag", "--preset", "quick", "--lm", "fake", "--out", str(tmp_path / "opt")]
+    assert run_cli(argv + (["--quiet"] if quiet else [])) == 0
+    captured = capsys.readouterr()
+    assert "held-out test 0." in captured.out  # the closing lines: results, on stdout either way
+    if quiet:
+        assert captured.err == ""
+        return
+    for line in ("optimize rag on sample: train ", "estimate: about", "baseline: valset: done",
+                 "round 1: plan (trace, attribute)", "round 1: candidate 1/", "held-out test: done"):
+        assert line in captured.err, line
+    assert "baseline: valset" not in captured.out and "estimate" not in captured.out
