@@ -18,6 +18,8 @@ import sys
 from itertools import pairwise
 from typing import Any
 
+from memtrace_opt import progress
+from memtrace_opt.benchmarks.progress_display import with_progress
 from memtrace_opt.benchmarks.split_args import (
     add_split_arguments,
     answer_predictor,
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         candidate = with_instruction(program, predictor, text)
         cells = []
         for split, refs in cases.items():
+            progress.stage(f"{label}: {split}")
             result = evaluator.evaluate(candidate, refs)
             base = seed_results.setdefault(split, result)
             fixed_broken = paired_delta(base.correctness(), result.correctness(), seed=args.seed).cells()[0]
@@ -104,4 +107,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(with_progress(main))

@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memtrace_opt import progress
+from memtrace_opt.benchmarks.progress_display import with_progress
 from memtrace_opt.benchmarks.split_args import add_split_arguments, load_splits, task_evaluator
 
 
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     results = {}
     for path in programs:
+        progress.stage(f"{path.stem}: held-out test")
         after = results[path.stem] = evaluator.evaluate(load_optimized(path), cases)
         paired = paired_delta(before.correctness(), after.correctness(), seed=args.seed)
         f1, words = AnswerShape.of(before, after).cells()
@@ -81,4 +84,4 @@ def print_questions(before: Any, results: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(with_progress(main))

@@ -46,10 +46,12 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from memtrace_opt import progress  # noqa: E402
 from memtrace_opt.attribution import AttributionConfig, method_names  # noqa: E402
 from memtrace_opt.attribution.runs import read_verdicts  # noqa: E402
 from memtrace_opt.benchmarks.memtracebench import BuildRequest, build_bench, eval_bench, load_bench  # noqa: E402
 from memtrace_opt.benchmarks.memtracebench.evaluate import case_hits, eval_dir, score_verdicts  # noqa: E402
+from memtrace_opt.benchmarks.progress_display import with_progress  # noqa: E402
 from memtrace_opt.data import DataSlice  # noqa: E402
 from memtrace_opt.lm.models import Models  # noqa: E402
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec  # noqa: E402
@@ -304,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}")
     roles = ModelRoles(task=ModelSpec(model=args.lm), attributor=ModelSpec(model=args.attributor_lm or args.lm))
     models = Models.from_roles(roles)
+    progress.watch(models.usage)
     if args.split == "human":
         copy_split(args.split_dir, args.out / "human")
     elif not args.eval_only:
@@ -338,4 +341,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(with_progress(main))

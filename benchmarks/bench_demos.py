@@ -18,6 +18,8 @@ import logging
 import sys
 from typing import Any
 
+from memtrace_opt import progress
+from memtrace_opt.benchmarks.progress_display import with_progress
 from memtrace_opt.benchmarks.split_args import (
     add_split_arguments,
     answer_predictor,
@@ -114,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         candidate = with_instruction(program, predictor, instructions_of(program)[predictor], demos)
         cells = [label, f"{sum(map(demo_size, demos)):,}"]
         for split, refs in cases.items():
+            progress.stage(f"demos {label}: {split}")
             result = seed_results[split] if not demos else evaluator.evaluate(candidate, refs)
             moved = paired_delta(seed_results[split].correctness(), result.correctness(), seed=args.seed).cells()[0]
             cells += [f"{result.accuracy:.3f}", moved, f"{result.mean_f1:.3f}"]
@@ -122,4 +125,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(with_progress(main))

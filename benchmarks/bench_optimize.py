@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from memtrace_opt.benchmarks.progress_display import with_progress
 from memtrace_opt.benchmarks.split_args import add_split_arguments
 
 
@@ -100,4 +101,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(with_progress(main))

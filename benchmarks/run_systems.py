@@ -21,6 +21,8 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from memtrace_opt import progress  # noqa: E402
+from memtrace_opt.benchmarks.progress_display import with_progress  # noqa: E402
 from memtrace_opt.data import DataSlice, parse_sessions  # noqa: E402
 from memtrace_opt.lm.models import Models  # noqa: E402
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec  # noqa: E402
@@ -53,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         models = Models.from_roles(roles)
         request = RunRequest(system=system, data=args.data, out=args.out / system, roles=roles,
                              data_slice=data_slice, judge=not args.no_judge)
-        summary = run_system(request, progress=False, models=models)
+        progress.stage(system, level=1)
+        summary = run_system(request, models=models)
         usage = summary.usage.get("task", {})
         overall = summary.table.overall
         n = max(summary.questions, 1)
@@ -85,4 +88,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(with_progress(main))

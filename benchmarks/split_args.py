@@ -54,12 +54,14 @@ def split_cases(splits: Splits) -> dict[str, list[CaseRef]]:
 
 def task_evaluator(args: argparse.Namespace) -> CachedEvaluator:
     """An evaluator scoring `args.system` with the token rule on the task model `args.lm`."""
+    from memtrace_opt import progress
     from memtrace_opt.lm.models import Models
     from memtrace_opt.lm.roles import ModelRoles, ModelSpec
     from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
     from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
 
     models = Models.from_roles(ModelRoles(task=ModelSpec(args.lm)))
+    progress.watch(models.usage)  # the LM calls and tokens/s of the script's progress display
     return CachedEvaluator(AnswerMetric(), task_lm=models.task, meta={"system": args.system})
 
 
