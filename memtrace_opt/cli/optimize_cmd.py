@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar, get_args, get_type_hints
@@ -118,58 +119,115 @@ def optimize_command(
     and graphs/ (the test run) and optuna.db under --out. Settings may also come from --config (keys: system,
     data, train, val, test, split, sessions, categories, limit, settings, optimize: {rounds, patience, ...}).
     """
-    from memtrace_opt.optimizers.closing import closing_lines
-    from memtrace_opt.optimizers.loop.settings import LoopSettings
-    from memtrace_opt.optimizers.optimize import OptimizeRequest, apply_preset, optimize_system
-    from memtrace_opt.rundir import RunDir
+    from memtrace_opt.optimizers.optimize import optimize_system
 
     cfg = load_config(config)
-    opt_cfg = dict(cfg.get("optimize") or {})
-    system = system or cfg.get("system")
-    if not system:
+    given = _Given(data, train, val, test, split, per_split, sessions, category, limit, gold)
+    options = _OptimizeOptions(out, preset, attribution, judge, storage, program, seed)
+    request = _optimize_request(_system(system, cfg), cfg, given, options, roles, loop)
+    with progress.reporting(progress.for_stderr(quiet)):
+        summary = optimize_system(request, on_round=_say_round)
+    _print_closing(summary.run_dir)
+
+
+@dataclass(frozen=True)
+class _Given:
+    """The data and split flags of `optimize` and `compare` as given (None: not given)."""
+
+    data: str | None
+    train: str | None
+    val: str | None
+    test: str | None
+    split: str | None
+    per_split: int | None
+    sessions: str | None
+    category: list[str] | None
+    limit: int | None
+    gold: str | None
+
+    def request_fields(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        """The request's data and split fields: each flag, else the config key of its name (`categories` for
+        `--category`), else the default."""
+        limit = self.limit if self.limit is not None else cfg.get("limit")
+        return {
+            "data": str(self.data or cfg.get("data") or "sample"),
+            "data_slice": data_slice(self.sessions or cfg.get("sessions"), self.category or cfg.get("categories"),
+                                     limit, gold=self.gold),
+            "train": self.train or cfg.get("train"),
+            "val": self.val or cfg.get("val"),
+            "test": self.test or cfg.get("test"),
+            "split": str(self.split or cfg.get("split") or "0.4,0.3,0.3"),
+            "per_split": self.per_split if self.per_split is not None else cfg.get("per_split"),
+        }
+
+
+@dataclass(frozen=True)
+class _OptimizeOptions:
+    """`optimize`'s own flags as given (None: not given)."""
+
+    out: Path | None
+    preset: str | None
+    attribution: str | None
+    judge: bool | None
+    storage: str | None
+    program: Path | None
+    seed: int
+
+
+def _system(system: str | None, cfg: Mapping[str, Any]) -> str:
+    """--system, else the config's `system:`; a usage error when neither names one."""
+    chosen = system or cfg.get("system")
+    if not chosen:
         raise typer.BadParameter("give --system (or `system:` in --config)", param_hint="--system")
-    given = {k for k, v in {"data": data or cfg.get("data"), "split": split or cfg.get("split"),
-                            "attribution": attribution or opt_cfg.get("attribution")}.items() if v}
-    explicit_loop = {**_loop_values(opt_cfg, loop), "seed": seed}
+    return str(chosen)
+
+
+def _optimize_request(system: str, cfg: Mapping[str, Any], given: _Given, options: _OptimizeOptions,
+                      roles: ModelRoles, loop: dict[str, Any]) -> Any:
+    """The OptimizeRequest of the flags over the config file (`optimize:` keys for the loop and its options), with
+    the preset's values for what neither set (loop flags given with a preset still win)."""
+    from memtrace_opt.optimizers.loop.settings import LoopSettings
+    from memtrace_opt.optimizers.optimize import OptimizeRequest, apply_preset
+
+    opt_cfg = dict(cfg.get("optimize") or {})
+    explicit = {k for k, v in {"data": given.data or cfg.get("data"), "split": given.split or cfg.get("split"),
+                               "attribution": options.attribution or opt_cfg.get("attribution")}.items() if v}
+    explicit_loop = {**_loop_values(opt_cfg, loop), "seed": options.seed}
     request = OptimizeRequest(
         system=system,
-        data=str(data or cfg.get("data") or "sample"),
-        out=out or (Path(cfg["out"]) if cfg.get("out") else _out("optimize", system)),
+        out=options.out or (Path(cfg["out"]) if cfg.get("out") else _out("optimize", system)),
         roles=roles,
-        data_slice=data_slice(sessions or cfg.get("sessions"), category or cfg.get("categories"),
-                          limit if limit is not None else cfg.get("limit"), gold=gold),
-        train=train or cfg.get("train"),
-        val=val or cfg.get("val"),
-        test=test or cfg.get("test"),
-        split=str(split or cfg.get("split") or "0.4,0.3,0.3"),
-        per_split=per_split if per_split is not None else cfg.get("per_split"),
+        **given.request_fields(cfg),
         program_settings=validate_program_settings(system, cfg.get("settings")),
-        program_path=program or (Path(cfg["program"]) if cfg.get("program") else None),
+        program_path=options.program or (Path(cfg["program"]) if cfg.get("program") else None),
         settings=LoopSettings.of(**explicit_loop),
-        attribution=str(attribution or opt_cfg.get("attribution") or "graphtrace"),
-        judge=bool(judge if judge is not None else opt_cfg.get("judge", False)),
-        storage=storage or opt_cfg.get("storage"),
-        seed=seed,
-        preset=preset or opt_cfg.get("preset"),
+        attribution=str(options.attribution or opt_cfg.get("attribution") or "graphtrace"),
+        judge=bool(options.judge if options.judge is not None else opt_cfg.get("judge", False)),
+        storage=options.storage or opt_cfg.get("storage"),
+        seed=options.seed,
+        preset=options.preset or opt_cfg.get("preset"),
     )
     if request.preset:
-        request = apply_preset(request, given)
+        request = apply_preset(request, explicit)
         if explicit_loop:  # flags given with a preset still win
             request = _override_loop(request, explicit_loop)
-    out_console = console()
+    return request
 
-    def on_round(record: Any) -> None:
-        verdict = "accepted" if record.accepted else "no change"
-        _say(
-            f"round {record.round}: blame {record.blame_counts or '{}'}, not fixable {record.not_fixable or '{}'}; "
-            f"rewrote {record.chosen_predictor or '-'}: {verdict}; valset {record.val_accuracy:.3f}; "
-            f"{record.lm_calls} LM calls"
-        )
 
-    with progress.reporting(progress.for_stderr(quiet)):
-        summary = optimize_system(request, on_round=on_round)
-    run = RunDir(summary.run_dir)
-    for line in closing_lines(run.read_manifest(), summary.run_dir, report_written=run.report_path.is_file()):
+def _say_round(record: Any) -> None:
+    verdict = "accepted" if record.accepted else "no change"
+    _say(f"round {record.round}: blame {record.blame_counts or '{}'}, not fixable {record.not_fixable or '{}'}; "
+         f"rewrote {record.chosen_predictor or '-'}: {verdict}; valset {record.val_accuracy:.3f}; "
+         f"{record.lm_calls} LM calls")
+
+
+def _print_closing(run_dir: Path) -> None:
+    """What the optimization did and where to look, from its manifest."""
+    from memtrace_opt.optimizers.closing import closing_lines
+    from memtrace_opt.rundir import RunDir
+
+    run, out_console = RunDir(run_dir), console()
+    for line in closing_lines(run.read_manifest(), run_dir, report_written=run.report_path.is_file()):
         out_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -192,7 +250,7 @@ def _override_loop(request: Any, values: dict[str, Any]) -> Any:
 def compare_command(
     system: Annotated[Optional[str], typer.Option("--system", "-s", help=SYSTEM_HELP)] = None,  # noqa: UP045
     data: Annotated[Optional[str], typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], or locomo / longmemeval / sample.")] = None,  # noqa: UP045
-    optimizers: Annotated[str, typer.Option(help="Comma-separated: memtrace, gepa, mipro, copro, simba, bootstrap, blame_response, gepa_attributed, memtrace_roundrobin, memtrace_all, memtrace_norepair.")] = "memtrace,gepa,mipro,copro,simba,bootstrap,blame_response",
+    optimizers: Annotated[str, typer.Option(help="Comma-separated: memtrace, gepa, mipro, copro, simba, bootstrap, blame_response, gepa_attributed, memtrace_roundrobin, memtrace_all, memtrace_norepair, memtrace_nopatterns.")] = "memtrace,gepa,mipro,copro,simba,bootstrap,blame_response",
     budget: Annotated[int, typer.Option(help="LM calls each optimizer may spend (task + reflection [+ attributor]).")] = 200,
     time_budget: Annotated[Optional[float], typer.Option(help="And at most this many seconds each (wall time).")] = None,  # noqa: UP045
     train: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to optimize on.")] = None,  # noqa: UP045
@@ -220,47 +278,64 @@ def compare_command(
     Writes compare.md and compare.json (held-out accuracy before/after, the questions each optimizer fixed and
     broke with a paired 95% interval and sign test, LM calls, tokens, wall time per optimizer), compare.png
     (accuracy against LM calls) and programs/<optimizer>.json (each optimized program) under --out. The loop's
-    flags (--rounds, --patience, --demos, --min-val-gain, ...) set our loop (`memtrace`, `blame_response` and the ablations `memtrace_roundrobin`, `memtrace_all`, `memtrace_norepair`).
+    flags (--rounds, --patience, --demos, --min-val-gain, ...) set our loop (`memtrace`, `blame_response` and the ablations `memtrace_roundrobin`, `memtrace_all`, `memtrace_norepair`, `memtrace_nopatterns`).
     """
     from memtrace_opt.lm.roles import check_roles
-    from memtrace_opt.optimizers.comparison.compare import (
-        CompareRequest,
-        compare_optimizers,
-        parse_optimizers,
-    )
-    from memtrace_opt.optimizers.loop.settings import LoopSettings
+    from memtrace_opt.optimizers.comparison.compare import compare_optimizers
 
     cfg = load_config(config)
-    system = system or cfg.get("system")
-    if not system:
-        raise typer.BadParameter("give --system (or `system:` in --config)", param_hint="--system")
-    request = CompareRequest(
-        system=system,
-        data=str(data or cfg.get("data") or "sample"),
-        out=out or _out("compare", system),
-        roles=roles,
-        data_slice=data_slice(sessions, category, limit, gold=gold),
-        train=train, val=val, test=test, split=split or "0.4,0.3,0.3", per_split=per_split,
-        optimizers=parse_optimizers(optimizers), budget=budget, time_budget=time_budget, attribution=attribution,
-        judge=judge, program_settings=validate_program_settings(system, cfg.get("settings")), seed=seed,
-        loop=LoopSettings.of(**_loop_values(dict(cfg.get("optimize") or {}), loop, COMPARE_OWN), seed=seed),
-        resume=resume,
-    )
+    given = _Given(data, train, val, test, split, per_split, sessions, category, limit, gold)
+    request = _compare_request(_system(system, cfg), cfg, given, _CompareOptions(optimizers, budget, time_budget,
+                               attribution, judge, out, seed, resume), roles, loop)
     check_roles(roles, ("task", "reflection", "attributor", *(("judge",) if judge else ())))  # one short call each
-    out_console = console()
-
-    def on_row(row: Any) -> None:
-        after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
-        moved = ""
-        if row.paired is not None:
-            fixed_broken, interval = row.paired.cells()
-            moved = f" (questions {fixed_broken}, 95% CI {interval})"
-        if row.answers is not None:
-            moved += f", mean F1 {row.answers.cells()[0]}"
-        _say(f"{row.optimizer}: {row.baseline_accuracy:.3f} -> {after}{moved}, {row.lm_calls} LM calls, "
-             f"{row.seconds:.0f} s" + (f" ({row.error})" if row.error else ""))
-
     with progress.reporting(progress.for_stderr(quiet)):
-        summary = compare_optimizers(request, on_row=on_row)
+        summary = compare_optimizers(request, on_row=_say_row)
+    out_console = console()
     out_console.print(summary.markdown())
     out_console.print(f"-> {summary.out / 'compare.md'}, compare.json, compare.png, programs/")
+
+
+@dataclass(frozen=True)
+class _CompareOptions:
+    """`compare`'s own flags."""
+
+    optimizers: str
+    budget: int
+    time_budget: float | None
+    attribution: str
+    judge: bool
+    out: Path | None
+    seed: int
+    resume: bool
+
+
+def _compare_request(system: str, cfg: Mapping[str, Any], given: _Given, options: _CompareOptions,
+                     roles: ModelRoles, loop: dict[str, Any]) -> Any:
+    """The CompareRequest of the flags; from the config file only `data`, `settings` and the loop's `optimize:`
+    knobs (each optimizer's budget is compare's own)."""
+    from memtrace_opt.optimizers.comparison.compare import CompareRequest, parse_optimizers
+    from memtrace_opt.optimizers.loop.settings import LoopSettings
+
+    return CompareRequest(
+        system=system,
+        out=options.out or _out("compare", system),
+        roles=roles,
+        **given.request_fields({"data": cfg.get("data")}),
+        optimizers=parse_optimizers(options.optimizers), budget=options.budget, time_budget=options.time_budget,
+        attribution=options.attribution, judge=options.judge,
+        program_settings=validate_program_settings(system, cfg.get("settings")), seed=options.seed,
+        loop=LoopSettings.of(**_loop_values(dict(cfg.get("optimize") or {}), loop, COMPARE_OWN), seed=options.seed),
+        resume=options.resume,
+    )
+
+
+def _say_row(row: Any) -> None:
+    after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
+    moved = ""
+    if row.paired is not None:
+        fixed_broken, interval = row.paired.cells()
+        moved = f" (questions {fixed_broken}, 95% CI {interval})"
+    if row.answers is not None:
+        moved += f", mean F1 {row.answers.cells()[0]}"
+    _say(f"{row.optimizer}: {row.baseline_accuracy:.3f} -> {after}{moved}, {row.lm_calls} LM calls, "
+         f"{row.seconds:.0f} s" + (f" ({row.error})" if row.error else ""))
