@@ -171,7 +171,6 @@ def _prior_usage(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def run_system(
     request: RunRequest,
     *,
-    console: Any = None,
     progress: bool = True,
     estimate: bool | None = None,
     models: Models | None = None,
@@ -187,8 +186,7 @@ def run_system(
 
     Progress (memorize, answer, score) goes to the current reporter (`memtrace_opt.progress`), or to stderr when
     none is installed; `progress=False` reports nothing. `estimate` (default: when progress is reported) tells
-    what the run will do and how long it should take first, and keeps the estimate in the manifest. `console`
-    is not used (the display is on stderr).
+    what the run will do and how long it should take first, and keeps the estimate in the manifest.
     """
     if not progress:
         with report.silenced():

@@ -39,7 +39,7 @@ def run_command(
     program: Annotated[Optional[Path], typer.Option("--program", help="A compiled program.json to load.")] = None,  # noqa: UP045
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge too.")] = None,  # noqa: UP045
     threads: Annotated[Optional[int], typer.Option(min=1, help="Conversations run in parallel.")] = None,  # noqa: UP045
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display and no time estimate on stderr.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the killed run in --out: keep its finished conversations, run the others again.")] = False,
     *,
     roles: ModelRoles,
@@ -80,7 +80,7 @@ def run_command(
         resume=resume,
     )
     out_console = console()
-    summary = run_system(request, console=out_console, progress=not quiet)
+    summary = run_system(request, progress=not quiet)
     out_console.print(summary.table.to_rich(title=f"{request.system} on {request.data}"))
     out_console.print(
         f"{summary.correct}/{summary.questions} correct, {summary.op_failures} op failures, "
