@@ -44,6 +44,7 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.usage import UsageTracker
 from memtrace_opt.optimizers.estimate import evaluation_steps
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
+from memtrace_opt.optimizers.evaluation.diagnosis import learned_patterns
 from memtrace_opt.optimizers.evaluation.examples import CaseRef, case_refs
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo, lm_name
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
@@ -177,15 +178,18 @@ class MemTraceOptimizer(Teleprompter):
     def _sources(self, evaluator: CachedEvaluator, reflection_lm: Any, order: Sequence[CaseRef]) -> list[CandidateSource]:
         """The round's candidate sources, in the order they propose: the given ones, else the reflection LM's
         rewrites (a given `proposer`'s), the diagnosed patterns' rules in the slots left, the demos candidate,
-        and with `repairs` the repair-demos candidate."""
+        and with `repairs` the repair-demos candidate. The patterns are learned from the training golds (`order`):
+        the format their rules ask for is the golds' own. With `pattern_rules` off there are none: no pattern
+        rule, and no diagnosed mistake shown to the reflection LM."""
         if self.sources is not None:
             return list(self.sources)
         demos = DemosSource(evaluator, self.settings.demo, pool=order[:self.settings.demo.demo_pool])
         repairs = [RepairDemosSource(self.settings.demo)] if self.settings.repairs > 0 else []
+        patterns = learned_patterns(c.question.answer for c in order) if self.settings.proposal.pattern_rules else ()
         if self.proposer is not None:
-            return [ReflectiveSource(self.proposer), demos, *repairs]
-        reflective = ReflectiveSource(ReflectiveProposer(lm=reflection_lm, pattern_rules=False))
-        return [reflective, *([PatternSource()] if self.settings.proposal.pattern_rules else []), demos, *repairs]
+            return [ReflectiveSource(self.proposer, patterns), demos, *repairs]
+        reflective = ReflectiveSource(ReflectiveProposer(lm=reflection_lm, pattern_rules=False), patterns)
+        return [reflective, *([PatternSource(patterns)] if patterns else []), demos, *repairs]
 
     def compile(self, student: dspy.Module, *, trainset: Sequence[Any], teacher: Any = None,
                 valset: Sequence[Any] | None = None) -> dspy.Module:

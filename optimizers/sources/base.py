@@ -91,12 +91,14 @@ class Candidate:
 class ProposalSettings:
     """The proposal knobs: `candidates` instructions proposed per round (K), from the `evidence_cases` blamed
     and correct cases shown; with `pattern_rules`, the slots the reflection LM's replies leave empty go to the
-    rules of the mistakes diagnosed in the blamed answers (`patterns.py`)."""
+    rules of the mistakes diagnosed in the blamed answers (`patterns.py`), and off, the reflection LM is not told
+    those mistakes either."""
 
     candidates: int = knob(3, "Instructions proposed per round (K).")
     pattern_rules: bool = knob(True, "Fill the proposal slots the reflection LM leaves empty with the rules of the "
-                                     "mistakes diagnosed in the blamed answers: a partial list, a relative or numeric "
-                                     "date, a needless decline, a long sentence (default: on).",
+                                     "mistakes diagnosed in the blamed answers, in the training golds' format: a "
+                                     "partial list, a relative or other-form date, a needless decline, a long sentence; "
+                                     "off, the reflection LM is not told the mistakes either (default: on).",
                                flag="--pattern-rules/--no-pattern-rules")
     evidence_cases: int = 3
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import dspy
 
-from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, Finding
+from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, Finding, Pattern, refine
 from memtrace_opt.optimizers.sources.base import Candidate, SourceRequest
 from memtrace_opt.optimizers.sources.replies import (
     adds_nothing,
@@ -39,7 +39,7 @@ from memtrace_opt.optimizers.sources.replies import (
 )
 
 __all__ = ["OpEvidence", "ProposalEvidence", "InstructionProposer", "ReflectiveProposer", "ReflectiveSource",
-           "ProposeInstruction", "ProposeRule", "pattern_candidates", "proposal_origin"]
+           "ProposeInstruction", "ProposeRule", "origin_patterns", "pattern_candidates", "proposal_origin"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,14 @@ class ProposalEvidence:
         """This evidence with each blamed case's repair target (case id -> what the step should have produced)."""
         failures = tuple(replace(e, target=targets.get(e.case_id, e.target)) for e in self.failures)
         return replace(self, failures=failures)
+
+    def with_findings(self, findings: Sequence[Finding]) -> ProposalEvidence:
+        return replace(self, findings=tuple(findings))
+
+    def in_patterns(self, patterns: Sequence[Pattern] | None) -> ProposalEvidence:
+        """This evidence with its findings in `patterns` (`diagnosis.refine`: the patterns learned from the
+        training golds; `()`: no diagnosis at all); None leaves it as it is."""
+        return self if patterns is None else self.with_findings(refine(self.findings, patterns))
 
     def mistake(self) -> str:
         """The mistakes the diagnosis found, most cases first, as the reflection LM is told them."""
@@ -268,24 +276,33 @@ def pattern_candidates(evidence: ProposalEvidence) -> list[str]:
     return out
 
 
-def proposal_origin(text: str, evidence_instruction: str) -> str:
-    """Where a proposal came from: `pattern:NAME` for a pattern's rule appended to `evidence_instruction`,
+def proposal_origin(text: str, evidence_instruction: str, patterns: Sequence[Pattern] = PATTERNS) -> str:
+    """Where a proposal came from: `pattern:NAME` for one of `patterns`' rules appended to `evidence_instruction`,
     else `reflection` (the reflection LM wrote it)."""
-    for pattern in PATTERNS:
+    for pattern in patterns:
         if same_text(text, with_rules(evidence_instruction, pattern.rule)):
             return f"pattern:{pattern.name}"
     return "reflection"
+
+
+def origin_patterns(evidence: ProposalEvidence) -> tuple[Pattern, ...]:
+    """The patterns whose rules a proposal from `evidence` may hold: its findings' and `PATTERNS`."""
+    return (*(finding.pattern for finding in evidence.findings), *PATTERNS)
 
 
 @dataclass(frozen=True)
 class ReflectiveSource:
     """The proposer's instructions for the chosen predictor, at most `request.slots` of them, each with its origin
     (`proposal_origin`: a proposer may append a pattern's rule itself, as `ReflectiveProposer` does with
-    `pattern_rules`)."""
+    `pattern_rules`). With `patterns` (those learned from the training golds, `diagnosis.learned_patterns`), the
+    proposer sees the evidence's findings in them (`ProposalEvidence.in_patterns`); `()` shows it none."""
 
     proposer: InstructionProposer
+    patterns: Sequence[Pattern] | None = None
 
     def propose(self, request: SourceRequest, taken: Sequence[Candidate]) -> list[Candidate]:
-        texts = self.proposer.propose(request.evidence, request.slots)
-        return [Candidate.of(request.predictor, text, origin=proposal_origin(text, request.instruction))
+        evidence = request.evidence.in_patterns(self.patterns)
+        texts = self.proposer.propose(evidence, request.slots)
+        known = origin_patterns(evidence)
+        return [Candidate.of(request.predictor, text, origin=proposal_origin(text, request.instruction, known))
                 for text in texts]

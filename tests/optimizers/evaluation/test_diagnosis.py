@@ -17,43 +17,108 @@ from memtrace_opt.optimizers import (
     instructions_of,
     with_instruction,
 )
-from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, diagnose
+from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, Finding, diagnose, learned_patterns, refine
 from memtrace_opt.optimizers.evaluation.program_io import demos_of
 from memtrace_opt.programs.long_context import LongContextMemory
 from memtrace_opt.testing import FakeEngine, Skill, fake_lm
 from memtrace_opt.testing.skills import answer, default_skills
 
-CONTEXT = "Maria: I gave my old car to the homeless shelter last week.\nJohn: I did kickboxing and taekwondo."
+CONTEXT = "Odalys: I gave my old kayak to the sailing club last week.\nTeodor: I took up fencing and archery."
 
 
-def names(*cases: tuple[str, str, str]) -> list[str]:
+def names(*cases: tuple[str, str, str], patterns=PATTERNS) -> list[str]:
     """The patterns found in (gold, answer, shown) cases whose step wrote the answer."""
-    found = diagnose([(f"c{i}", gold, answer, shown, answer) for i, (gold, answer, shown) in enumerate(cases)])
+    found = diagnose([(f"c{i}", gold, answer, shown, answer) for i, (gold, answer, shown) in enumerate(cases)],
+                     patterns=patterns)
     return [finding.pattern.name for finding in found]
 
 
 def test_each_pattern_is_found_in_the_answer_that_shows_it_and_not_in_a_right_one():
-    assert names(("Kickboxing, Taekwondo", "Kickboxing", CONTEXT)) == ["partial_list"]
-    assert names(("Kickboxing, Taekwondo", "Kickboxing and Taekwondo", CONTEXT)) == []
-    assert names(("19 January, 2023", "7 May 2023", CONTEXT)) == []  # a date with a comma is not a list
-    assert names(("The sunday before 25 May 2023", "2023-05-26", CONTEXT)) == ["date_form"]
-    assert names(("2019", "3 years ago", CONTEXT)) == ["date_form"]
-    assert names(("The sunday before 25 May 2023", "26 May 2023", CONTEXT)) == []  # wrong day, right form
-    assert names(("old car", "Not mentioned in the conversation", CONTEXT)) == ["declined"]
-    assert names(("old car", "None", CONTEXT)) == ["declined"]
+    assert names(("Fencing, Archery", "Fencing", CONTEXT)) == ["partial_list"]
+    assert names(("Fencing, Archery", "Fencing and Archery", CONTEXT)) == []
+    assert names(("19 January, 2031", "7 May 2031", CONTEXT)) == []  # a date with a comma is not a list
+    assert names(("The Sunday before 25 May 2031", "2031-05-24", CONTEXT)) == ["date_form"]
+    assert names(("2027", "3 years ago", CONTEXT)) == ["date_form"]
+    assert names(("The Sunday before 25 May 2031", "26 May 2031", CONTEXT)) == []  # wrong day, right form
+    assert names(("2031-05-24", "24 May 2031", CONTEXT)) == ["date_form"]  # named where the gold is in digits
+    assert names(("old kayak", "Not mentioned in the conversation", CONTEXT)) == ["declined"]
+    assert names(("old kayak", "None", CONTEXT)) == ["declined"]
     assert names(("a red bicycle", "None", CONTEXT)) == []  # the context does not hold it: declining is right
     assert names(("No", "Not mentioned in the conversation", CONTEXT)) == []  # "no" is in any context
-    long = "Maria said that she was thinking about giving something to the shelter near her home one day soon"
-    assert names(("old car", long, CONTEXT)) == ["verbose"]
-    assert names(("old car", "her old car, which she gave to the shelter near her home last week", CONTEXT)) == []
+    long = "Odalys said that she was thinking about giving something to the club near her home one day soon"
+    assert names(("old kayak", long, CONTEXT)) == ["verbose"]
+    assert names(("old kayak", "her old kayak, which she gave to the sailing club near her home last week",
+                  CONTEXT)) == []
 
 
 def test_the_most_shown_pattern_comes_first_and_an_upstream_step_is_not_diagnosed():
-    found = diagnose([("a", "2019", "last year", "", "last year"), ("b", "2022", "2022-03-01", "", "2022-03-01"),
-                      ("c", "Kickboxing, Taekwondo", "Kickboxing", "", "Kickboxing")])
+    found = diagnose([("a", "2027", "last year", "", "last year"), ("b", "2028", "2028-03-01", "", "2028-03-01"),
+                      ("c", "Fencing, Archery", "Fencing", "", "Fencing")])
     assert [(f.pattern.name, f.cases) for f in found] == [("date_form", ("a", "b")), ("partial_list", ("c",))]
     # an extraction step whose reply is a list of facts: the answer's shape says nothing about it
-    assert diagnose([("a", "2019", "last year", "", '["Nate got turtles in 2019."]')]) == []
+    assert diagnose([("a", "2027", "last year", "", '["Teodor got a parrot in 2027."]')]) == []
+
+
+# invented golds of a training split: dates as "month name, day and year", short phrases, lists with commas
+TRAIN_GOLDS = ["March 3, 2030", "April 18, 2029", "June 2030", "a green canoe", "Ilse", "fencing, archery, chess",
+               "the harbour market", "2029", "None", "her cousin Bram", "two"]
+
+
+def test_learned_rules_ask_for_the_training_golds_own_format_shown_on_an_invented_date():
+    learned = {p.name: p for p in learned_patterns(TRAIN_GOLDS)}
+    assert list(learned) == ["declined", "partial_list", "date_form", "verbose"]
+    date_rule = learned["date_form"].rule
+    assert 'month name, day and year, as in "October 14, 2031" ("October 2031" when the day is not known)' in date_rule
+    assert "2031-10-14" in date_rule and "date" in date_rule  # the other form it must not take
+    assert "October 14, 2031" in learned["date_form"].mistake
+    assert not any(gold in p.rule or gold in p.mistake for p in learned.values() for gold in TRAIN_GOLDS[:3])
+    assert "separated by commas" in learned["partial_list"].rule
+    assert "in 3 words or fewer" in learned["verbose"].rule  # the upper quartile of the golds' lengths
+    numeric = {p.name: p for p in learned_patterns(["2030-03-03", "2029-04-18", "a canoe"])}
+    assert 'year, month and day in digits, as in "2031-10-14"' in numeric["date_form"].rule
+    assert "October 14, 2031" not in numeric["date_form"].rule and '"14 October 2031"' in numeric["date_form"].rule
+
+
+def test_a_pattern_whose_format_no_training_gold_shows_is_not_offered():
+    learned = [p.name for p in learned_patterns(["a green canoe", "Ilse", "the harbour market", "None"])]
+    assert learned == ["declined", "verbose"]  # no gold names a date or lists items
+    assert [p.name for p in learned_patterns([])] == ["declined"]
+    no_dates = learned_patterns(["a green canoe", "Ilse"])
+    assert names(("2027", "3 years ago", CONTEXT), patterns=no_dates) == []
+
+
+def test_no_rule_text_holds_a_benchmark_date_or_the_old_constants():
+    for golds in (TRAIN_GOLDS, ["7 May 2031", "a kite"], ["05/07/2031", "14/03/2030"], ["2031"], []):
+        for pattern in (*learned_patterns(golds), *PATTERNS):
+            for text in (pattern.rule, pattern.mistake):
+                assert "March 2023" not in text and "2023-03-26" not in text and "2023" not in text
+
+
+def test_learned_tests_read_the_learned_format():
+    named = learned_patterns(["7 May 2031", "8 June 2030", "a kite"])  # dates as "14 October 2031"
+    # the gold is in digits, the answer in the training golds' own form: that is no date-form mistake to fix
+    assert names(("2031-05-24", "24 May 2031", CONTEXT), patterns=named) == []
+    assert names(("2031-05-24", "last week", CONTEXT), patterns=named) == ["date_form"]
+    # "verbose" needs an answer longer than the golds' phrases: long golds make a long answer no mistake
+    long_golds = ["she took the night train to the coast to see her sister and her two small nephews there"] * 3
+    long = "Odalys said that she was thinking about giving something to the club near her home one day soon"
+    assert names(("old kayak", long, CONTEXT), patterns=learned_patterns(long_golds)) == []
+    assert names(("old kayak", long, CONTEXT), patterns=named) == ["verbose"]
+
+
+def test_refine_tests_the_findings_again_with_the_learned_patterns():
+    cases = [("a", "2031-05-24", "24 May 2031", "", "24 May 2031"), ("b", "2030", "last year", "", "last year"),
+             ("c", "Fencing, Archery", "Fencing", "", "Fencing")]
+    general = diagnose(cases)
+    assert [(f.pattern.name, f.cases) for f in general] == [("date_form", ("a", "b")), ("partial_list", ("c",))]
+    learned = learned_patterns(["7 May 2031", "a kite"])  # named dates, no lists
+    refined = refine(general, learned)
+    assert [(f.pattern.name, f.cases) for f in refined] == [("date_form", ("b",))]
+    assert refined[0].pattern.rule == next(p.rule for p in learned if p.name == "date_form")
+    assert refine(general, ()) == []
+    # a finding without its cases whole (as a test or an earlier record builds it) keeps its case ids
+    bare = [Finding(PATTERNS[2], ("x", "y"))]
+    assert [(f.pattern.rule, f.cases) for f in refine(bare, learned)] == [(refined[0].pattern.rule, ("x", "y"))]
 
 
 def echo_models(answer_skill=None) -> Models:
@@ -67,9 +132,9 @@ def echo_models(answer_skill=None) -> Models:
 
 
 def _evidence(instruction: str) -> ProposalEvidence:
-    case = OpEvidence("c1", "When did Nate get his turtles?", "2019", "3 years ago", "...", "3 years ago", "")
+    case = OpEvidence("c1", "When did Teodor get his parrot?", "2027", "3 years ago", "...", "3 years ago", "")
     return ProposalEvidence(ANSWER, "long_context.answer", instruction, failures=(case,),
-                            findings=tuple(diagnose([("c1", "2019", "3 years ago", "...", "3 years ago")])))
+                            findings=tuple(diagnose([("c1", "2027", "3 years ago", "...", "3 years ago")])))
 
 
 def test_the_proposer_names_the_mistake_and_fills_echoed_slots_with_the_patterns_rule():
@@ -120,6 +185,10 @@ def test_the_loop_accepts_a_patterns_rule_where_the_reflection_lm_only_echoes(ex
     dates = next(f for f in first.to_dict()["findings"] if f["pattern"] == "date_form")
     assert dates["cases"] and all(case.endswith("-when") for case in dates["cases"])
     assert instructions_of(optimized)[ANSWER] == taken.instruction and "date" in taken.instruction.lower()
+    # the rule asks for the training golds' own date form ("7 May 2023": day, month name and year), on an
+    # invented date
+    assert 'day, month name and year, as in "14 October 2031" ("October 2031" when the day is not known)' in \
+        taken.instruction
 
 
 def test_a_rewrite_that_passes_the_minibatch_beside_demos_is_validated_with_them(examples):

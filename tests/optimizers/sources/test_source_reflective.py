@@ -5,10 +5,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from memtrace_opt.optimizers import ProposalEvidence, ReflectiveSource, SourceRequest
-from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS
+from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, diagnose, learned_patterns
 from memtrace_opt.optimizers.sources.replies import with_rules
 
 EXTRACT = "extract_facts.predict"
+ANSWER = "answer.predict"
 CURRENT = "Extract the facts."
 
 
@@ -38,3 +39,26 @@ def test_each_text_is_a_candidate_for_the_chosen_predictor():
 
 def test_no_usable_reply_is_no_candidate():
     assert ReflectiveSource(Scripted([])).propose(request(), []) == []
+
+
+def test_the_proposer_sees_the_findings_in_the_learned_patterns_or_none():
+    cases = [("q1", "24 May 2031", "last week", "", "last week")]
+    evidence = ProposalEvidence(predictor=ANSWER, op_name="mem0.answer", instruction=CURRENT,
+                                findings=tuple(diagnose(cases)))
+    req = SourceRequest(1, program=SimpleNamespace(), predictor=ANSWER, evidence=evidence,
+                        minibatch=SimpleNamespace(), memo=SimpleNamespace(), slots=2)
+    learned = learned_patterns(["7 May 2031", "a kite"])
+    rule = next(p.rule for p in learned if p.name == "date_form")
+    seen = []
+
+    class Appending:
+        def propose(self, evidence, k):
+            seen.append(evidence)
+            return [with_rules(CURRENT, f.pattern.rule) for f in evidence.findings]
+
+    found = ReflectiveSource(Appending(), learned).propose(req, [])
+    assert [(c.instruction, c.origin) for c in found] == [(with_rules(CURRENT, rule), "pattern:date_form")]
+    assert '"14 October 2031"' in seen[0].mistake()
+    assert ReflectiveSource(Appending(), ()).propose(req, []) == []
+    assert seen[1].findings == () and "nothing common found" in seen[1].mistake()
+    assert ReflectiveSource(Appending()).propose(req, [])[0].instruction == with_rules(CURRENT, PATTERNS[2].rule)
