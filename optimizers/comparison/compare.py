@@ -22,9 +22,10 @@ run memorizes the conversations again from it instead of the model, with the sam
 
 Optimizer names: memtrace (our loop with `attribution`), blame_response (our loop, every failure blamed on the
 answer op: optimizing without attribution), the ablations of our loop that differ only in how a round's
-predictor is chosen or whether repairs are used: memtrace_roundrobin (the predictors in program order, GEPA's
-default), memtrace_all (no attribution: every failure goes to every prompt, the predictors in turn),
-memtrace_norepair (blame without repairs), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
+predictor is chosen or whether repairs or the diagnosed patterns are used: memtrace_roundrobin (the predictors in
+program order, GEPA's default), memtrace_all (no attribution: every failure goes to every prompt, the predictors in
+turn), memtrace_norepair (blame without repairs), memtrace_nopatterns (no pattern rules and no diagnosed mistake
+shown to the reflection LM: what the diagnosis is worth), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
 simba, bootstrap, gepa_attributed.
 """
 
@@ -68,7 +69,7 @@ __all__ = ["OURS", "ALL_OPTIMIZERS", "ablation", "AnswerShape", "CompareRequest"
 
 log = logging.getLogger(__name__)
 
-OURS = ("memtrace", "blame_response", "memtrace_roundrobin", "memtrace_all", "memtrace_norepair")
+OURS = ("memtrace", "blame_response", "memtrace_roundrobin", "memtrace_all", "memtrace_norepair", "memtrace_nopatterns")
 ALL_OPTIMIZERS = (*OURS, *BASELINES)
 DEFAULT_OPTIMIZERS = ("memtrace", "gepa", "mipro", "copro", "simba", "bootstrap", "blame_response")
 
@@ -218,6 +219,8 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     values: dict[str, Any] = {"budget": request.budget, "time_budget": request.time_budget}
     if name == "memtrace_norepair":
         values["repairs"] = 0
+    if name == "memtrace_nopatterns":  # no diagnosis: no pattern rule, no diagnosed mistake told the reflection LM
+        values["pattern_rules"] = False
     settings = request.loop.with_values(values)
     order = tuple(n for n, _ in student.named_predictors())
     optimizer = MemTraceOptimizer(
