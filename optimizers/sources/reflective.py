@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -35,6 +36,7 @@ from memtrace_opt.optimizers.sources.replies import (
     unrepeated,
     with_rules,
     without_commentary,
+    without_headings,
     without_trace_lines,
 )
 
@@ -154,11 +156,20 @@ class ProposeRule(dspy.Signature):
     rules: str = dspy.OutputField(desc="one or two short rules to add to the instruction")
 
 
+_FENCE = re.compile(r"^```[\w-]*\n(.*?)\n?```$", re.DOTALL)
+_LABEL = re.compile(r"^(?:new[ _]instruction|instruction|rules?)\s*:\s*", re.IGNORECASE)
+
+
 def _clean(text: Any, limit: int) -> str:
-    value = str(text or "").strip().strip("`").strip()
-    for prefix in ("new instruction:", "instruction:", "rules:", "rule:"):
-        if value.lower().startswith(prefix):
-            value = value[len(prefix):].strip()
+    """A reply without what wraps it (a code fence, a label naming the output field) and without a copy of an
+    approach it was given; the rest as written."""
+    value = str(text or "").strip()
+    fenced = _FENCE.match(value)
+    if fenced:
+        value = fenced.group(1).strip()
+    elif len(value) > 1 and value[0] == value[-1] == "`" and value.count("`") == 2:  # `the whole reply`
+        value = value[1:-1].strip()
+    value = _LABEL.sub("", value, count=1)
     for approach in APPROACHES:  # a small model sometimes copies the approach it was given into its reply
         value = value.replace(approach, "")
     return value[:limit].strip()
@@ -179,12 +190,14 @@ class ReflectiveProposer:
     bounded in tokens: `rule_tokens` for rules, and for a whole instruction about one and a half times the current
     one's length (`rewrite_tokens` at least, `max_rewrite_tokens` at most): an unbounded reply of a small model
     is mostly a loop on one line, and decoding it costs more time than the rest of the round. With
-    `drop_case_specific`, a reply that names a person, place or thing of the cases (a capitalized word of their
-    questions and answers that the current instruction does not use) is dropped: a rule about the training
-    conversations' people does not carry over to others. Lines that use the tracing's own words (turn or op ids,
-    "evidence: gold", predictor names, "the answer op"), copied from the blame reasons, are dropped, and so are
-    sentences in the reflection prompt's words ("this step", "the current instruction", "the rule broken", "the
-    failed cases"): commentary on the rewrite, not instructions for the task model.
+    `drop_case_specific`, a reply that names the cases' people (`replies.case_names`: the speakers shown and the
+    names in their questions and gold answers that the current instruction does not use) is dropped: a rule about
+    the training conversations' people does not carry over to others; a month, a weekday or a common word is no
+    one's name. Lines that echo the reflection prompt's headings ("Gold answer:", "Case 2:", a field marker) or use
+    the tracing's own words (turn or op ids, "evidence: gold", predictor names, "the answer op"), copied from the
+    blame reasons, are dropped, and so are sentences that use the prompt's names for what it shows ("this step",
+    "the current instruction", "the rule broken", "the failed cases", "the gold answer"): commentary on the
+    rewrite, not instructions for the task model. Nothing else is cut: a well-formed reply passes as written.
 
     The model is told the mistake the diagnosis found in the blamed answers (`ProposalEvidence.mistake`), and
     with `pattern_rules` the slots its replies leave empty go to the found patterns' own rules, each appended to
@@ -233,16 +246,16 @@ class ReflectiveProposer:
                         reply = self.add_rules(step=step, current_instruction=evidence.instruction,
                                                failed_cases=failed, correct_cases=correct, mistake=mistake,
                                                config=config)
-                        rules = without_commentary(without_trace_lines(
-                            _clean(getattr(reply, "rules", ""), self.max_chars), evidence.instruction),
+                        rules = without_commentary(without_trace_lines(without_headings(
+                            _clean(getattr(reply, "rules", ""), self.max_chars)), evidence.instruction),
                             evidence.instruction)
                         text = with_rules(evidence.instruction, rules) if len(rules) >= self.min_rule_chars else ""
                     else:
                         reply = self.predict(step=step, current_instruction=evidence.instruction, failed_cases=failed,
                                              correct_cases=correct, mistake=mistake, approach=approach,
                                              config=config)
-                        text = without_commentary(without_trace_lines(
-                            unrepeated(_clean(getattr(reply, "new_instruction", ""), self.max_chars)),
+                        text = without_commentary(without_trace_lines(without_headings(
+                            unrepeated(_clean(getattr(reply, "new_instruction", ""), self.max_chars))),
                             evidence.instruction), evidence.instruction)
             except Exception as error:  # noqa: BLE001 - a bad reply costs one candidate, not the round
                 log.warning("proposal %d for %s failed: %s", attempt, evidence.predictor, error)

@@ -1,7 +1,14 @@
 """What the reflective source does to a reply before it is a candidate, and the text tests it is judged by:
-clipping, the model's echoes of the current instruction, lines in the tracing's own words, sentences that
-comment on the rewrite instead of instructing the task model, repeated lines, and rules appended to an
-instruction. Plain functions of strings (and of the evidence's cases, for the names they mention)."""
+clipping, the model's echoes of the current instruction, lines that echo the reflection prompt's headings or use
+the tracing's ids, sentences that comment on the rewrite instead of instructing the task model, repeated lines,
+rules appended to an instruction, and the cases' people. Plain functions of strings (and of the evidence's
+cases, for the people they name).
+
+Each filter drops only what no instruction for the task model holds, so a stronger reflection model's
+well-formed reply passes unchanged: a month or weekday name, a capitalised common word, a sentence of advice
+that happens to say "root cause", "each step" or "the instruction", a worked example with "Question:" lines.
+What goes: the prompt's own headings and field names ("Gold answer:", "[[ ## rules ## ]]", "the current
+instruction", "the failed cases"), trace ids ("op:41", "D1:3"), and the people of the cases shown."""
 
 from __future__ import annotations
 
@@ -9,11 +16,13 @@ import difflib
 import re
 from typing import TYPE_CHECKING
 
+from memtrace_opt.metrics import FUNCTION_WORDS
+
 if TYPE_CHECKING:
     from memtrace_opt.optimizers.sources.reflective import ProposalEvidence
 
 __all__ = ["adds_nothing", "case_names", "case_specific", "clip", "clip_middle", "near_echo", "norm", "same_text",
-           "unrepeated", "with_rules", "without_commentary", "without_trace_lines"]
+           "unrepeated", "with_rules", "without_commentary", "without_headings", "without_trace_lines"]
 
 
 def norm(text: str) -> str:
@@ -31,27 +40,44 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
-_NOT_NAMES = frozenset(
-    "what when where who whom whose why how which did does do is was were are has have had can could would will "
-    "the a an in on at of for to and or but if i".split()
+# calendar words: capitalised in English, and no one's name
+_CALENDAR = frozenset(
+    "january february march april may june july august september october november december jan feb mar apr jun jul "
+    "aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday".split()
 )
+_CAPITALISED = re.compile(r"\b[A-Z][a-z][\w-]*")
+_SENTENCE_START = re.compile(r"(?:^\s*|[.!?:;\"(\[]\s*|\n\s*)$")
+# a speaker's turn as the step was shown it: "Name: text" (after an optional "[...]" header) at a line's start
+_SPEAKER = re.compile(r"^[ \t\-*]*(?:\[[^\]\n]*\]\s*)?([A-Z][a-z][\w-]*)(?: [A-Z][a-z][\w-]*)?:[ \t]+\S", re.MULTILINE)
+
+
+def _proper(word: str, lower: set[str]) -> bool:
+    """A capitalised word that is a name: no function or calendar word, never written in lower case around it."""
+    low = word.lower()
+    return low not in FUNCTION_WORDS and low not in _CALENDAR and low not in lower
 
 
 def case_names(evidence: ProposalEvidence) -> set[str]:
-    """Capitalized words of the cases' questions and answers (the people, places and things of the training
-    conversations) that the current instruction does not use."""
-    known = {w.lower() for w in re.findall(r"[A-Za-z][\w'-]*", evidence.instruction)}
+    """The people of the cases shown: the speakers of what the step was shown ("Name: ..." at a line's start)
+    and the capitalised words of the questions and gold answers, where they name someone: a word that is no
+    function word (`metrics.FUNCTION_WORDS`), no month or weekday, not the first word of a question's sentence,
+    and never written in lower case in the current instruction or the cases (a common word is: "Pottery" /
+    "pottery"). A name the current instruction uses is no case's."""
+    cases = (*evidence.failures, *evidence.successes)
+    texts = [evidence.instruction, *(t for c in cases for t in (c.question, c.gold, c.prediction, c.shown, c.produced))]
+    lower = {w.lower() for text in texts for w in re.findall(r"(?<![\w'-])[a-z][\w-]*", text)}
     names: set[str] = set()
-    for case in (*evidence.failures, *evidence.successes):
-        for text in (case.question, case.gold):
-            for word in re.findall(r"\b[A-Z][a-z][\w'-]*", text):
-                if word.lower() not in known and word.lower() not in _NOT_NAMES:
-                    names.add(word)
-    return names
+    for case in cases:
+        names.update(m.group(1) for m in _SPEAKER.finditer(case.shown))
+        names.update(m.group(0) for m in _CAPITALISED.finditer(case.question)
+                     if not _SENTENCE_START.search(case.question[:m.start()]))
+        names.update(_CAPITALISED.findall(case.gold))
+    used = set(re.findall(r"[A-Za-z][\w-]*", evidence.instruction))
+    return {name for name in names if name not in used and _proper(name, lower)}
 
 
 def case_specific(text: str, names: set[str]) -> bool:
-    """True when `text` names a person, place or thing of the cases: a rule about the training conversations'
+    """True when `text` names one of the cases' people (`case_names`): a rule about the training conversations'
     people does not carry over to other conversations (a small model often writes one)."""
     return any(re.search(rf"\b{re.escape(name)}\b", text) for name in names)
 
@@ -96,16 +122,31 @@ def without_trace_lines(text: str, instruction: str) -> str:
                      if all(m.group(0).lower() in known for m in _TRACE_WORDS.finditer(line))).strip()
 
 
-# the reflection prompt's own words: a sentence about "this step", "the current instruction", "the rule broken"
-# or "the failed cases" comments on the optimization (a small model restates its task) and tells the task model
-# nothing about its job
+# the reflection prompt's names for what it shows: "this step" (the step whose instruction is rewritten), "the
+# current instruction", "the failed cases", "the gold answer", "the rule broken", "failure attribution". A sentence
+# that uses them comments on the optimization (a small model restates its task) and tells the task model nothing
+# about its job, which never shows it a gold answer or a failed case. Words of plain advice ("root cause", "each
+# step", "the instruction") are no such name.
 _COMMENTARY = re.compile(
-    r"\b(?:this|the|each) step\b|\bstep's\b|\b(?:the|this|current|new|given|original) instruction\b|"
-    r"\brules? (?:broken|that was broken)\b|\bthe rule (?:is|was) broken\b|\b(?:failed|correct) cases?\b|"
-    r"\bthe failures?\b|\bfailure attribution\b|\broot cause\b",
+    r"\bthis step\b|\b(?:current|new|original)[ _]instruction\b|\brules? (?:broken|that was broken)\b|"
+    r"\bthe rule (?:is|was) broken\b|\b(?:failed|correct|blamed)[ _]cases?\b|\bfailure attribution\b|"
+    r"\bgold answers?\b|\bsystem's answer\b|\bmistake field\b",
+    re.IGNORECASE,
+)
+# a line that echoes the reflection prompt's layout: a field marker, a field's name as a label, a shown case's
+# heading ("Case 2:", "Gold answer:", "This step produced:", "Why this step was blamed:")
+_HEADING = re.compile(
+    r"^[\s\-*#>]*(?:\[\[ ## \w+ ## \]\]|(?:step|current[ _]instruction|failed[ _]cases|correct[ _]cases|mistake|"
+    r"approach|new[ _]instruction|case \d+|gold answer|system's answer|this step (?:was given|produced)|"
+    r"why this step was blamed|what it should have produced[^:\n]*)\s*:)",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+
+
+def without_headings(text: str) -> str:
+    """`text` without the lines that echo the reflection prompt's headings (`_HEADING`)."""
+    return "\n".join(line for line in text.splitlines() if not _HEADING.match(line)).strip()
 
 
 def without_commentary(text: str, instruction: str) -> str:

@@ -211,20 +211,20 @@ def test_proposals_that_name_the_cases_people_are_dropped():
     from memtrace_opt.testing import Skill, fake_lm
 
     current = "Answer the question from the context, in a few words. A date is written like 7 May 2023."
-    failed = OpEvidence("c1", "What does Melanie do to destress?", "running and painting", "None", "...", "None", "")
+    failed = OpEvidence("c1", "What does Odalys do to destress?", "running and painting", "None", "...", "None", "")
     evidence = ProposalEvidence("answer.predict", "long_context.answer", current, failures=(failed,))
-    rules = iter(["- Remind Melanie to prioritize self-care."])
-    replies = iter(["Answer about Melanie's hobbies in a few words.", "Answer in a few words; on 7 May 2023 style dates."
+    rules = iter(["- Remind Odalys to prioritize self-care."])
+    replies = iter(["Answer about Odalys's hobbies in a few words.", "Answer in a few words; on 7 May 2023 style dates."
                     " Never reply None when the context names the thing."])
     lm = fake_lm([Skill(("rules",), lambda call: {"rules": next(rules)}),
                   Skill(("new_instruction",), lambda call: {"new_instruction": next(replies)})])
     with dspy.context(lm=lm):
         found = ReflectiveProposer(attempts_per_candidate=1).propose(evidence, 3)
-    # the rule and the rewrite naming Melanie are dropped; "May" is a word the instruction already uses
+    # the rule and the rewrite naming Odalys are dropped; "May" is a word the instruction already uses
     assert found == ["Answer in a few words; on 7 May 2023 style dates. Never reply None when the context names the thing."]
-    with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- Remind Melanie to rest."})])):
+    with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- Remind Odalys to rest."})])):
         kept = ReflectiveProposer(attempts_per_candidate=1, drop_case_specific=False).propose(evidence, 1)
-    assert kept == [current + "\n- Remind Melanie to rest."]
+    assert kept == [current + "\n- Remind Odalys to rest."]
 
 
 def test_proposal_lines_that_copy_the_tracing_words_are_dropped():
