@@ -283,3 +283,17 @@ def test_no_estimate_without_rates_for_a_served_model(tmp_path: Path, monkeypatc
     served = ModelRoles(task=ModelSpec(model="openai/some-model", api_base="http://127.0.0.1:9/v1"))
     rates, why = job_rates(Models(served))
     assert rates is None and "run `memtrace doctor` once" in why
+
+
+def test_a_threaded_run_reports_every_conversations_steps(tmp_path: Path):
+    from runfixtures import write_conversations
+
+    recorder = Recorder()
+    request = RunRequest(system="long_context", data=str(write_conversations(tmp_path / "data.json")),
+                         out=tmp_path / "run", roles=FAKE, judge=False, threads=3)
+    with progress.reporting(recorder):
+        run_system(request, models=Models(FAKE), estimate=False)
+    advanced = [text for kind, text in recorder.events if kind == "advance"]
+    assert {"memorize 3/3", "answer 6/6", "score 6/6"} <= set(advanced)  # the pool's threads reported too
+    assert [name for kind, name in recorder.events if kind == "start"] == ["memorize", "answer", "score"]
+    assert not any(kind == "note" for kind, _ in recorder.events)  # no estimate asked

@@ -3,7 +3,9 @@ stdout keeps the results only, and --quiet keeps stderr silent."""
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
 
 import pytest
 
@@ -45,3 +47,24 @@ def test_optimize_quick_shows_its_phases_unless_quiet(tmp_path, capsys: pytest.C
                  "round 1: plan (trace, attribute)", "round 1: candidate 1/", "held-out test: done"):
         assert line in captured.err, line
     assert "baseline: valset" not in captured.out and "estimate" not in captured.out
+
+
+def test_attribute_reports_its_cases(tmp_path, capsys: pytest.CaptureFixture[str]):
+    from memtrace_opt import progress
+    from memtrace_opt.cli.attribute_cmd import attribute_command_impl
+
+    out = tmp_path / "run"
+    assert run_cli(["run", "--system", "long_context", "--lm", "fake", "--no-judge", "-q", "--out", str(out)]) == 0
+    for copy in ("quiet", "plain"):
+        shutil.copytree(out, tmp_path / copy)
+    stream = io.StringIO()
+    with progress.reporting(progress.LogReporter(stream, thread=False)):
+        failed = attribute_command_impl(out, "lineage", embedder="hash").new
+    assert failed > 0
+    assert f"attributing (lineage) (0/{failed})" in stream.getvalue()
+    assert f"attributing (lineage): done, {failed}/{failed}" in stream.getvalue()
+    capsys.readouterr()
+    attribute_command_impl(tmp_path / "quiet", "lineage", embedder="hash", progress=False)
+    assert "attributing" not in capsys.readouterr().err
+    attribute_command_impl(tmp_path / "plain", "lineage", embedder="hash")  # no reporter installed: stderr's
+    assert f"attributing (lineage): done, {failed}/{failed}" in capsys.readouterr().err

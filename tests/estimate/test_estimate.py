@@ -1,0 +1,142 @@
+"""The time estimate's parts: the dry run's counts, costs at given rates, the rates a job finds, and the
+optimizer's and compare's estimates capped by their budgets."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from memtrace_opt.data import DataSlice, load_data
+from memtrace_opt.estimate import (
+    CallCost,
+    Cost,
+    Rates,
+    RateStore,
+    count_work,
+    job_rates,
+    known_rates,
+    machine_id,
+    model_key,
+    run_estimate,
+)
+from memtrace_opt.lm.models import Models
+from memtrace_opt.lm.roles import ModelRoles, ModelSpec
+from memtrace_opt.optimizers.estimate import compare_estimate, evaluation_steps, optimize_estimate, split_work
+from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
+from memtrace_opt.optimizers.evaluation.splits import make_splits
+from memtrace_opt.optimizers.loop.settings import LoopSettings
+from memtrace_opt.programs import make_program
+from memtrace_opt.testing import FakeEngine
+
+RATES = Rates(100.0, 10.0, 1.5, model="m", machine="x")
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return load_data("sample", DataSlice())
+
+
+def test_a_calls_cost_reads_its_prompt_and_decodes_its_capped_reply():
+    assert RATES.call_seconds(200, 40, None) == pytest.approx(300 / 100 + 60 / 10)
+    assert RATES.call_seconds(200, 40, 16) == pytest.approx(3.0 + 16 / 10)  # the reply cap binds
+    cost = Cost.of([CallCost("answer", 200, 40, 16), CallCost("answer", 100, 2, 16)], RATES)
+    assert (cost.calls, cost.prompt_tokens, cost.completion_tokens) == (2, 450, 19)
+    assert (cost * 2).seconds == pytest.approx(2 * cost.seconds) and (cost + cost).calls == 4
+
+
+def test_the_dry_run_counts_the_write_path_every_answer_and_the_judge(sample):
+    work = count_work(make_program("mem0", {"embedder": "hash"}), list(sample.conversations), judge=True,
+                      reply_cap=512)
+    (conversation,) = work.conversations.values()
+    questions = sample.conversations[0].questions
+    assert conversation.sessions == 3 and conversation.write  # mem0 extracts and decides per session
+    assert {c.operation for c in conversation.write} == {"facts", "memory_actions"}
+    assert set(conversation.answers) == {q.question_id for q in questions}
+    assert all(c.operation == "answer" and c.reply_cap == 64 for c in conversation.read())  # the answer op's cap
+    judged = {q.question_id for q in questions if not q.abstention}
+    assert set(conversation.judged) == judged and all(len(calls) == 1 for calls in conversation.judged.values())
+    assert all(c.prompt_words > 50 and c.reply_words > 0 for c in conversation.read())
+
+
+def test_a_run_estimate_has_a_part_per_step(sample):
+    work = count_work(make_program("rag", {"embedder": "hash"}), list(sample.conversations), judge=False)
+    estimate = run_estimate(work, list(sample.conversations), judge=False, rates=RATES)
+    assert list(estimate.parts) == ["memorize", "answer"] and estimate.parts["memorize"] == 0  # rag: no LM writes
+    assert estimate.lm_calls == 13 and estimate.seconds == pytest.approx(sum(estimate.parts.values()))
+    record = estimate.to_dict()
+    assert record["rates"]["prompt_tps"] == 100.0 and record["lm_calls"] == 13
+    assert "estimate: about " in estimate.text() and "reads 100 tokens/s, decodes 10 tokens/s" in estimate.text()
+
+
+def test_a_fake_lms_rates_are_its_set_speed():
+    slow = Models(ModelRoles(task=ModelSpec(model="fake")),
+                  fake_engine=FakeEngine(prompt_token_seconds=0.01, completion_token_seconds=0.1))
+    rates = known_rates(slow.task)
+    assert rates is not None and (rates.prompt_tps, rates.decode_tps) == pytest.approx((100.0, 10.0))
+    instant = known_rates(Models(ModelRoles(task=ModelSpec(model="fake"))).task)
+    assert instant is not None and math.isinf(instant.prompt_tps) and instant.to_dict()["prompt_tps"] is None
+
+
+def test_a_job_reads_the_stored_rates_of_its_machine_and_model(tmp_path: Path):
+    spec = ModelSpec(model="openai/served", api_base="http://127.0.0.1:9/v1", extra={"n_batch": 256})
+    store = RateStore(tmp_path / "rates.json")
+    assert model_key(spec) == "openai/served @http://127.0.0.1:9/v1 n_batch=256"
+    models = Models(ModelRoles(task=spec))
+    assert job_rates(models, store=store)[0] is None
+    store.put(Rates(60.0, 12.0, 1.4, model=model_key(spec), machine=machine_id()))
+    rates, why = job_rates(models, store=store)
+    assert rates is not None and rates.prompt_tps == 60.0 and why == ""
+
+
+def test_the_embedded_model_is_measured_at_the_start_when_no_rates_are_stored(tmp_path: Path, monkeypatch):
+    import memtrace_opt.estimate._jobs as jobs
+
+    measured = Rates(150.0, 20.0, 1.5, model="embedded", machine=machine_id(), source="start")
+    monkeypatch.setattr(jobs, "_measuring_lm", lambda spec: object())
+    monkeypatch.setattr(jobs, "measure_rates", lambda lm, model, source: measured)
+
+    class EmbeddedModels:  # the job's models: an embedded task model (never loaded here)
+        roles = ModelRoles(task=ModelSpec(model="embedded"))
+        task = object()
+
+    store = RateStore(tmp_path / "rates.json")
+    assert job_rates(EmbeddedModels(), store=store) == (measured, "")
+    assert store.get("embedded") == Rates.from_dict(measured.to_dict())  # kept for the next job
+
+
+def _splits(sample, split: str = "0.4,0.3,0.3"):
+    return make_splits(sample, train=None, val=None, test=None, split=split, per_split=None, seed=0)
+
+
+def test_the_optimizers_rounds_are_capped_by_its_budgets(sample):
+    splits = _splits(sample)
+    work = split_work(make_program("rag", {"embedder": "hash"}), splits, judge=False, reply_cap=256)
+    free = optimize_estimate(work, splits, LoopSettings.of(rounds=2), RATES, judge=False, attribution="lineage",
+                             reply_cap=256)
+    assert list(free.parts) == ["baseline", "rounds", "held-out test"] and free.parts["rounds"] > 0
+    by_calls = optimize_estimate(work, splits, LoopSettings.of(rounds=2, budget=10), RATES, judge=False,
+                                 attribution="lineage", reply_cap=256)
+    by_time = optimize_estimate(work, splits, LoopSettings.of(rounds=2, time_budget=free.parts["baseline"] + 5),
+                                RATES, judge=False, attribution="lineage", reply_cap=256)
+    assert by_calls.parts["rounds"] < free.parts["rounds"]
+    assert by_time.parts["rounds"] == pytest.approx(5.0)  # the time budget counts the baseline too
+    lm_method = optimize_estimate(work, splits, LoopSettings.of(rounds=2), RATES, judge=False,
+                                  attribution="graphtrace", reply_cap=256)
+    assert lm_method.parts["rounds"] > free.parts["rounds"]  # an LM attribution method costs calls
+
+
+def test_compare_costs_the_warm_up_and_each_optimizer_at_its_budget(sample):
+    splits = _splits(sample)
+    work = split_work(make_program("rag", {"embedder": "hash"}), splits, judge=False, reply_cap=256)
+    estimate = compare_estimate(work, splits, ["memtrace", "gepa"], RATES, budget=20, time_budget=None, judge=False)
+    assert list(estimate.parts) == ["warm-up", "memtrace", "gepa"]
+    assert estimate.parts["memtrace"] == estimate.parts["gepa"] > 0
+    capped = compare_estimate(work, splits, ["memtrace"], RATES, budget=20, time_budget=1.0, judge=False)
+    assert capped.parts["memtrace"] < estimate.parts["memtrace"]
+
+
+def test_evaluation_steps_count_each_conversations_sessions_and_each_question(sample):
+    cases = case_refs(make_examples(list(sample.conversations)))
+    assert evaluation_steps(cases) == 3 + len(cases)
