@@ -114,6 +114,7 @@ class CompareRow:
     paired: PairedDelta | None = None  # question by question against the baseline on the held-out split
     answers: AnswerShape | None = None  # the held-out answers' mean F1 and length, before and after
     stopped_by: str | None = None  # with stopped_by_budget: "calls" (the LM-call budget) or "time" (the clock)
+    estimated_seconds: float | None = None  # what the estimate at the start said `seconds` would be (None: none made)
 
     def changed_label(self) -> str:
         """The table's `changed` cell: each changed predictor, with its demo count where its demos changed."""
@@ -267,9 +268,10 @@ def _setting(request: CompareRequest, splits: Any, metric: AnswerMetric) -> dict
 
 
 def _write_tables(out: Path, setting: dict[str, Any], title: str, baseline: float, rows: Sequence[CompareRow],
-                  test_questions: int) -> None:
-    """compare.json and compare.md with the rows so far."""
-    write_json(out / "compare.json", {**setting, "baseline_accuracy": baseline, "rows": [row.to_dict() for row in rows]})
+                  test_questions: int, timing: dict[str, Any]) -> None:
+    """compare.json (with this run's `timing`: its estimate and seconds so far) and compare.md with the rows so far."""
+    write_json(out / "compare.json", {**setting, **timing, "baseline_accuracy": baseline,
+                                      "rows": [row.to_dict() for row in rows]})
     summary = CompareSummary(out, list(rows), baseline, test_questions)
     (out / "compare.md").write_text(summary.markdown(title), encoding="utf-8")
 
@@ -332,14 +334,15 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
                        on_row: Callable[[CompareRow], None] | None = None, estimate: bool | None = None) -> CompareSummary:
     """Every optimizer of `request` from the same warm-up, tested on the held-out questions (module docstring).
     Phases go to the current progress reporter; `estimate` (default: when one is installed) tells what the
-    comparison will do and how long it should take first."""
-    out = Path(request.out)
-    out.mkdir(parents=True, exist_ok=True)
+    comparison will do and how long it should take first. compare.json keeps that `estimate` beside the `seconds`
+    this run took (each row: `estimated_seconds` beside its `seconds`)."""
+    started, out = time.perf_counter(), Path(request.out)
     dataset = load_data(request.data, request.data_slice)
     splits = make_splits(dataset, train=request.train, val=request.val, test=request.test, split=request.split,
                          per_split=request.per_split, seed=request.seed)
     if not splits.test:
         raise ConfigError("compare needs held-out test questions (--test, or a --split with a test share)")
+    out.mkdir(parents=True, exist_ok=True)  # after the checks: a usage error leaves no directory behind
     models = models if models is not None else Models.from_roles(request.roles)
     progress.watch(models.usage)
     metric = AnswerMetric(judge=request.judge, judge_lm=models.judge if request.judge else None)
@@ -356,8 +359,10 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     conversations = [*splits.train, *splits.val, *splits.test]
     log.info("%s: memorizing %d conversation slices (questions: %s)", request.system, len(conversations),
              splits.sizes())
+    estimated = None
     if progress.active() if estimate is None else estimate:
-        _estimate(request, student, models, splits, [n for n in request.optimizers if n not in done])
+        estimated = _estimate(request, student, models, splits, [n for n in request.optimizers if n not in done])
+    parts = (estimated or {}).get("parts") or {}
     progress.stage(f"warm-up: memorize {len(conversations)} conversations, test the student", level=1)
     with _replies_kept(models.task, out / "lm-cache"):
         context = _warm_context(student, conversations, models)
@@ -373,12 +378,14 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
             continue
         progress.stage(f"{name} ({number}/{len(request.optimizers)})", level=1)
         row = _row(name, request, student, train, val, models, context, metric, tester, test_cases, before, out)
+        row.estimated_seconds = parts.get(name)
         rows.append(row)
-        _write_tables(out, setting, title, baseline, [*rows, *kept], len(test_cases))  # a crash keeps the rows
+        _write_tables(out, setting, title, baseline, [*rows, *kept], len(test_cases),  # a crash keeps the rows
+                      _timing(estimated, started))
         if on_row is not None:
             on_row(row)
     rows += kept
-    _write_tables(out, setting, title, baseline, rows, len(test_cases))
+    _write_tables(out, setting, title, baseline, rows, len(test_cases), _timing(estimated, started))
     summary = CompareSummary(out, rows, baseline, len(test_cases))
     points = points_from_rows(rows, baseline)
     plot_accuracy_vs_calls(points, baseline, out / "compare.png", title=f"{request.system}: held-out accuracy vs LM calls")
@@ -424,8 +431,15 @@ def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val
                       paired, answers, stopped_by)
 
 
-def _estimate(request: CompareRequest, student: Any, models: Models, splits: Any, names: list[str]) -> None:
-    """Say what the comparison will do and how long it should take."""
+def _timing(estimated: dict[str, Any] | None, started: float) -> dict[str, Any]:
+    """compare.json's `estimate` (as `announce` returned it; None when none was made) and `seconds` (this run's
+    wall time so far: with --resume, the run that ran the optimizers without a row)."""
+    return {"estimate": estimated, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def _estimate(request: CompareRequest, student: Any, models: Models, splits: Any,
+              names: list[str]) -> dict[str, Any]:
+    """Say what the comparison will do and how long it should take; compare.json's `estimate`."""
     from memtrace_opt.estimate import announce, job_rates
     from memtrace_opt.optimizers.estimate import compare_estimate, split_work
 
@@ -435,13 +449,11 @@ def _estimate(request: CompareRequest, student: Any, models: Models, splits: Any
             f"{request.budget} LM calls" + (f" or {request.time_budget:g} s" if request.time_budget else ""))
     rates, why = job_rates(models)
     if rates is None:
-        announce(plan, None, why)
-        return
+        return announce(plan, None, why)
     cap = request.roles.spec("task").max_tokens
     try:
         work = split_work(student, splits, judge=request.judge, reply_cap=cap)
     except Exception as error:  # noqa: BLE001 - a program the scripted fake LM cannot run still runs for real
-        announce(plan, None, f"no estimate: the dry run failed ({type(error).__name__}: {error})")
-        return
-    announce(plan, compare_estimate(work, splits, names, rates, budget=request.budget,
+        return announce(plan, None, f"no estimate: the dry run failed ({type(error).__name__}: {error})")
+    return announce(plan, compare_estimate(work, splits, names, rates, budget=request.budget,
                                     time_budget=request.time_budget, judge=request.judge))
