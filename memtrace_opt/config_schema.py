@@ -28,13 +28,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Mapping
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memtrace_opt.errors import ConfigError
 
-__all__ = ["ConfigFile", "validate_config", "validate_program_settings"]
+__all__ = ["Bounds", "ConfigFile", "key_bounds", "validate_config", "validate_program_settings"]
 
 _Ids = Union[str, list[str]]  # noqa: UP007 - pydantic reads these at runtime on Python 3.10 too
 
@@ -93,6 +93,39 @@ class ConfigFile(_Strict):
     per_split: Optional[int] = Field(None, ge=1)  # noqa: UP045
     optimize: Optional[OptimizeSection] = None  # noqa: UP045
     models: Optional[dict[str, Any]] = None  # noqa: UP045
+
+
+class Bounds(NamedTuple):
+    """A numeric key's least and greatest values (None: unbounded), each inclusive unless `low_open`/`high_open`."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def refusal(self, value: float) -> str | None:
+        """Why `value` is out of bounds, in pydantic's words (typer's for a closed bound), else None."""
+        if self.low is not None and not (value > self.low if self.low_open else value >= self.low):
+            return f"Input should be greater than {'' if self.low_open else 'or equal to '}{self.low:g}"
+        if self.high is not None and not (value < self.high if self.high_open else value <= self.high):
+            return f"Input should be less than {'' if self.high_open else 'or equal to '}{self.high:g}"
+        return None
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {"": ConfigFile, "optimize": OptimizeSection}
+
+
+def key_bounds(key: str) -> Bounds:
+    """The bounds the schema puts on a numeric key, by its dotted path (`per_split`, `optimize.threads`): the one
+    place a count's least meaningful value is declared, for the config file and the flags alike. `Bounds()` for a
+    key without bounds, or one the schema does not know."""
+    section, _, name = key.rpartition(".")
+    model = _SECTIONS.get(section)
+    field = model.model_fields.get(name) if model is not None else None
+    rules = {kind: getattr(rule, kind) for rule in (field.metadata if field is not None else ())
+             for kind in ("ge", "gt", "le", "lt") if getattr(rule, kind, None) is not None}  # annotated_types' Ge, ...
+    low, high = rules.get("ge", rules.get("gt")), rules.get("le", rules.get("lt"))
+    return Bounds(low, high, low_open="gt" in rules, high_open="lt" in rules)
 
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "string": "a string",

@@ -18,7 +18,7 @@ from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, data_slice, with_model_flags
 from memtrace_opt.cli.options import GoldOption
 from memtrace_opt.config import load_config
-from memtrace_opt.config_schema import validate_program_settings
+from memtrace_opt.config_schema import key_bounds, validate_program_settings
 from memtrace_opt.lm.roles import ModelRoles
 from memtrace_opt.programs import BUILTIN_SYSTEMS
 
@@ -61,9 +61,26 @@ def with_loop_flags(*, exclude: Collection[str] = ()) -> Callable[[F], F]:
 
 def _flag_annotation(knob: Any, hint: Any) -> Any:
     """`Annotated[Optional[T], typer.Option(...)]` for a knob whose field is typed `hint` (T or T | None): None
-    is "not given", so the config file's key, else the settings' default, applies."""
+    is "not given", so the config file's key, else the settings' default, applies. A number is bounded as the
+    config file's `optimize:` key of its name."""
     base = next((t for t in get_args(hint) if t is not type(None)), hint)
-    return Annotated[Optional[base], typer.Option(knob.flag, help=knob.help)]  # noqa: UP045
+    return Annotated[Optional[base], typer.Option(knob.flag, help=knob.help, **_bounded(f"optimize.{knob.name}"))]  # noqa: UP045
+
+
+def _bounded(key: str) -> dict[str, Any]:
+    """typer.Option's arguments refusing a value outside the bounds the config schema puts on `key` (one line,
+    exit 2): its least and greatest values, and a callback for an open bound (`time_budget` > 0)."""
+    bounds = key_bounds(key)
+    if not (bounds.low_open or bounds.high_open):
+        return {"min": bounds.low, "max": bounds.high}
+
+    def check(value: float | None) -> float | None:
+        refusal = None if value is None else bounds.refusal(value)
+        if refusal is not None:
+            raise typer.BadParameter(refusal)
+        return value
+
+    return {"min": bounds.low, "max": bounds.high, "callback": check}
 
 
 def _loop_values(opt_cfg: dict[str, Any], loop: dict[str, Any], exclude: Collection[str] = ()) -> dict[str, Any]:
@@ -94,10 +111,10 @@ def optimize_command(
     val: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to accept changes on (default: drawn from the conversations outside --train and --test).")] = None,  # noqa: UP045
     test: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} held out for the final test (a conversation belongs to one split only).")] = None,  # noqa: UP045
     split: Annotated[Optional[str], typer.Option(help="Without --train: split the slice's conversations by these fractions, e.g. 0.4,0.3,0.3 (a single conversation: its questions).")] = None,  # noqa: UP045
-    per_split: Annotated[Optional[int], typer.Option(help="At most N questions per split (a seeded sample).")] = None,  # noqa: UP045
+    per_split: Annotated[Optional[int], typer.Option(help="At most N questions per split (a seeded sample).", **_bounded("per_split"))] = None,  # noqa: UP045
     sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
-    limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.")] = None,  # noqa: UP045
+    limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.", **_bounded("limit"))] = None,  # noqa: UP045
     gold: GoldOption = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (an unfinished one resumes).")] = None,  # noqa: UP045
     preset: Annotated[Optional[str], typer.Option(help="quick: a small slice and a few rounds (9.5 min with the embedded model on 2 AVX2 cores; the estimate for this machine is printed first).")] = None,  # noqa: UP045
@@ -251,16 +268,16 @@ def compare_command(
     system: Annotated[Optional[str], typer.Option("--system", "-s", help=SYSTEM_HELP)] = None,  # noqa: UP045
     data: Annotated[Optional[str], typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], or locomo / longmemeval / sample.")] = None,  # noqa: UP045
     optimizers: Annotated[str, typer.Option(help="Comma-separated: memtrace, gepa, mipro, copro, simba, bootstrap, blame_response, gepa_attributed, memtrace_roundrobin, memtrace_all, memtrace_norepair, memtrace_nopatterns.")] = "memtrace,gepa,mipro,copro,simba,bootstrap,blame_response",
-    budget: Annotated[int, typer.Option(help="LM calls each optimizer may spend (task + reflection [+ attributor]).")] = 200,
-    time_budget: Annotated[Optional[float], typer.Option(help="And at most this many seconds each (wall time).")] = None,  # noqa: UP045
+    budget: Annotated[int, typer.Option(help="LM calls each optimizer may spend (task + reflection [+ attributor]).", **_bounded("optimize.budget"))] = 200,
+    time_budget: Annotated[Optional[float], typer.Option(help="And at most this many seconds each (wall time).", **_bounded("optimize.time_budget"))] = None,  # noqa: UP045
     train: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to optimize on.")] = None,  # noqa: UP045
     val: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} for validation (default: drawn from the conversations outside --train and --test).")] = None,  # noqa: UP045
     test: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} held out for testing (a conversation belongs to one split only).")] = None,  # noqa: UP045
     split: Annotated[Optional[str], typer.Option(help="Without --train: conversation fractions, e.g. 0.4,0.3,0.3 (a single conversation: its questions).")] = None,  # noqa: UP045
-    per_split: Annotated[Optional[int], typer.Option(help="At most N questions per split.")] = None,  # noqa: UP045
+    per_split: Annotated[Optional[int], typer.Option(help="At most N questions per split.", **_bounded("per_split"))] = None,  # noqa: UP045
     sessions: Annotated[Optional[str], typer.Option(help="Keep sessions A-B (1-based, inclusive).")] = None,  # noqa: UP045
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
-    limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.")] = None,  # noqa: UP045
+    limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.", **_bounded("limit"))] = None,  # noqa: UP045
     gold: GoldOption = None,
     attribution: Annotated[str, typer.Option(help="Attribution method of `memtrace`.")] = "graphtrace",
     judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = False,
