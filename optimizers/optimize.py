@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from memtrace_opt import progress
-from memtrace_opt.data import load_data
+from memtrace_opt.data import Dataset, load_data
 from memtrace_opt.errors import ConfigError, Interrupted, MemtraceError
 from memtrace_opt.lm.models import Models
 from memtrace_opt.optimizers.estimate import evaluation_steps
@@ -139,14 +139,18 @@ def optimize_system(
     a Ctrl-C writes it with `status: "interrupted"` and raises Interrupted. Trials a killed process left
     RUNNING in the run's own study file are marked FAIL first.
     """
+    # validate first, create after: a usage error (a conversation named by two splits, a model that cannot answer)
+    # leaves no run directory behind
+    data = _DataSplits.of(request)
+    if models is None:
+        from memtrace_opt.lm.roles import check_roles
+
+        check_roles(request.roles, _roles_needed(request))
     run = RunDir(request.out)
     with run.lock("optimize"):
         started = time.time()
         prior = run.read_manifest()
         if models is None:
-            from memtrace_opt.lm.roles import check_roles
-
-            check_roles(request.roles, _roles_needed(request))
             models = Models.from_roles(request.roles)
         progress.watch(models.usage)
         if request.storage is None and (run.root / "optuna.db").exists():
@@ -165,13 +169,26 @@ def optimize_system(
                 on_round(record)
 
         try:
-            return _optimize(request, run, prior.get("usage") or {}, models=models, on_round=round_done,
+            return _optimize(request, run, data, prior.get("usage") or {}, models=models, on_round=round_done,
                              optimizer_options=optimizer_options,
                              estimate=progress.active() if estimate is None else estimate)
         except KeyboardInterrupt:
             checkpoint("interrupted")
             raise Interrupted(f"{run.root}: stopped; the study keeps every finished candidate (run the same "
                               "command again to resume)") from None
+
+
+class _DataSplits(NamedTuple):
+    """The request's data slice and its splits (a ConfigError when the split flags contradict each other)."""
+
+    dataset: Dataset
+    splits: Splits
+
+    @classmethod
+    def of(cls, request: OptimizeRequest) -> _DataSplits:
+        dataset = load_data(request.data, request.data_slice)
+        return cls(dataset, make_splits(dataset, train=request.train, val=request.val, test=request.test,
+                                        split=request.split, per_split=request.per_split, seed=request.seed))
 
 
 def _roles_needed(request: OptimizeRequest) -> tuple[str, ...]:
@@ -196,6 +213,7 @@ def _fail_orphan_trials(storage_url: str) -> None:
 def _optimize(
     request: OptimizeRequest,
     run: RunDir,
+    data: _DataSplits,
     prior_usage: dict[str, Any],
     *,
     models: Models,
@@ -207,9 +225,7 @@ def _optimize(
     if run.cases_path.exists():
         raise MemtraceError(f"{run.root} already holds a finished optimization (cases.jsonl); choose another --out")
     run.create()
-    dataset = load_data(request.data, request.data_slice)
-    splits: Splits = make_splits(dataset, train=request.train, val=request.val, test=request.test,
-                                 split=request.split, per_split=request.per_split, seed=request.seed)
+    dataset, splits = data
     student = make_program(request.system, request.program_settings)
     if request.program_path is not None:
         from memtrace_opt.runner import load_program_state

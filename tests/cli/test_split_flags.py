@@ -1,5 +1,6 @@
 """The split flags on the command line: a conversation named by two splits is a usage error (exit 2, one line
-naming it), and a validation set the flags did not name is drawn from other conversations and said in one line."""
+naming it, no run directory left behind), and a validation set the flags did not name is drawn from other
+conversations and said in one line."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def test_a_conversation_in_two_splits_exits_2_naming_it(command, flags, named, t
     argv = [command, "--system", "rag", "--lm", "fake", "--data", str(data), *flags, "--out", str(tmp_path / "out")]
     assert run_cli(argv) == 2
     assert named in one_line_error(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()  # checked before the run directory is made
 
 
 def test_optimize_without_val_validates_on_another_conversation_and_records_it(tmp_path, caplog):
