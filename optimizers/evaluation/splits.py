@@ -27,6 +27,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from memtrace_opt import progress
 from memtrace_opt.data import Conversation, Dataset, DataSlice
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.roles import ModelRoles
@@ -253,12 +254,22 @@ def make_splits(
     seed: int = 0,
 ) -> Splits:
     """The three splits of `dataset` (see the module docstring); a ConfigError for a conversation named by two
-    flags. The note, where there is one, is logged as a warning (the CLI shows it as one line)."""
+    flags. The note, where there is one, is said in one line (`_say_note`)."""
     ids = {"train": parse_ids(train), "val": parse_ids(val), "test": parse_ids(test)}
     parts = _named(dataset, ids, split, seed) if any(ids.values()) else _by_fractions(dataset, split, seed)
     capped = {name: _cap(parts.conversations[name], per_split, seed + i) for i, name in enumerate(SPLIT_NAMES)}
     if not capped["train"] or not capped["val"]:
         raise ConfigError("the train and validation splits must each hold at least one question")
     if parts.note:
-        (log.info if parts.mode is SplitMode.SINGLE else log.warning)("%s", parts.note)
+        _say_note(parts.note, quiet=parts.mode is SplitMode.SINGLE)
     return Splits(capped["train"], capped["val"], capped["test"], parts.mode, parts.note)
+
+
+def _say_note(note: str, *, quiet: bool) -> None:
+    """A line for the person watching: the progress reporter's note where one is shown (once, on a command's
+    stderr, whatever logging is set to: the record is then at DEBUG), else a logged warning. A `quiet` note (the
+    single conversation's, which the quick preset always gives) is only logged, at INFO."""
+    shown = not quiet and progress.active()
+    if shown:
+        progress.note(note)
+    (log.debug if shown else log.info if quiet else log.warning)("%s", note)

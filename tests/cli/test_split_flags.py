@@ -1,11 +1,12 @@
 """The split flags on the command line: a conversation named by two splits is a usage error (exit 2, one line
 naming it, no run directory left behind), and a validation set the flags did not name is drawn from other
-conversations and said in one line."""
+conversations and said in one line on stderr, however logging is set up."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import sys
 
@@ -36,27 +37,44 @@ def test_a_conversation_in_two_splits_exits_2_naming_it(command, flags, named, t
     assert not (tmp_path / "out").exists()  # checked before the run directory is made
 
 
-def test_optimize_without_val_validates_on_another_conversation_and_records_it(tmp_path, caplog):
+NOTE = "--val not given: validating on c-c, drawn with seed 0 from the 1 conversation(s) outside --train and --test"
+
+
+def note_lines(err: str) -> list[str]:
+    """The lines of stderr saying the note (the progress lines start with the time)."""
+    return [line for line in err.splitlines() if "--val not given" in line]
+
+
+def test_optimize_without_val_validates_on_another_conversation_and_records_it(tmp_path, caplog, capsys):
+    """With logging set up (here pytest's handler, at INFO), the note is still one line on stderr, from the
+    progress reporter, and no record that a handler for warnings or information would show besides."""
     data = write_conversations(tmp_path / "three.json")
     out = tmp_path / "opt"
     argv = ["optimize", "--system", "rag", "--lm", "fake", "--data", str(data), "--train", "c-a", "--test", "c-b",
             *QUICK, "--out", str(out)]
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         assert run_cli(argv) == 0
     splits = json.loads((out / "manifest.json").read_text())["splits"]
     assert [splits[name]["conversations"] for name in ("train", "val", "test")] == [["c-a"], ["c-c"], ["c-b"]]
-    assert splits["note"].startswith("--val not given: validating on c-c") and splits["shared_conversations"] == {}
-    assert splits["note"] in [record.getMessage() for record in caplog.records]
+    assert splits["note"] == NOTE and splits["shared_conversations"] == {}
+    assert [line.split(" ", 1)[1] for line in note_lines(capsys.readouterr().err)] == [NOTE]
+    assert [r.levelname for r in caplog.records if r.getMessage() == NOTE] == []
 
 
-def test_the_note_reaches_the_terminal_as_one_line(tmp_path):
-    """Outside pytest's log capture: the note is a line of its own on stderr, before the run's output."""
+@pytest.mark.parametrize(("setup", "quiet", "said"), [
+    ("", [], rf"\d\d:\d\d:\d\d {re.escape(NOTE)}"),  # the progress lines' note
+    ("import logging; logging.basicConfig(level=logging.INFO); ", [], rf"\d\d:\d\d:\d\d {re.escape(NOTE)}"),
+    ("import logging; logging.basicConfig(level=logging.ERROR); ", [], rf"\d\d:\d\d:\d\d {re.escape(NOTE)}"),
+    ("", ["--quiet"], re.escape(NOTE)),  # no progress shown: a logged warning, which Python prints as it is
+], ids=["no logging", "info on stderr", "errors only", "quiet"])
+def test_the_note_reaches_the_terminal_as_one_line(setup, quiet, said, tmp_path):
+    """Outside pytest's capture, with no logging set up, with logging set up (all but debug on stderr, or errors only),
+    and with --quiet: the note is one line of its own on stderr, before the run's output."""
     data = write_conversations(tmp_path / "three.json")
     argv = ["optimize", "--system", "rag", "--lm", "fake", "--data", str(data), "--train", "c-a", "--test", "c-b",
-            *QUICK, "--out", str(tmp_path / "opt")]
-    done = subprocess.run([sys.executable, "-c", "from memtrace_opt.cli import main; main()", *argv],
+            *QUICK, *quiet, "--out", str(tmp_path / "opt")]
+    done = subprocess.run([sys.executable, "-c", setup + "from memtrace_opt.cli import main; main()", *argv],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = [line for line in done.stderr.splitlines() if line.startswith("--val not given")]
-    assert lines == ["--val not given: validating on c-c, drawn with seed 0 from the 1 conversation(s) outside "
-                     "--train and --test"]
+    lines = note_lines(done.stderr)
+    assert len(lines) == 1 and re.fullmatch(said, lines[0]), done.stderr[-2000:]
