@@ -26,6 +26,7 @@ from memtrace_opt.benchmarks.split_args import (
     load_splits,
     split_cases,
     task_evaluator,
+    usage_errors,
 )
 
 # a sentence ends at . ! or ? before a space, or at a line break before a capital letter ("reply: None\nOtherwise")
@@ -64,6 +65,7 @@ def _short(sentence: str, limit: int = 60) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
 
 
+@usage_errors
 def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.optimizers.comparison.paired import paired_delta
     from memtrace_opt.optimizers.evaluation.program_io import instructions_of, with_instruction

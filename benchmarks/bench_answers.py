@@ -23,9 +23,10 @@ from typing import Any
 
 from memtrace_opt import progress
 from memtrace_opt.benchmarks.progress_display import with_progress
-from memtrace_opt.benchmarks.split_args import add_split_arguments, load_splits, task_evaluator
+from memtrace_opt.benchmarks.split_args import add_split_arguments, load_splits, task_evaluator, usage_errors
 
 
+@usage_errors
 def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.optimizers.comparison.compare import AnswerShape
     from memtrace_opt.optimizers.comparison.paired import paired_delta

@@ -26,6 +26,7 @@ from memtrace_opt.benchmarks.split_args import (
     load_splits,
     split_cases,
     task_evaluator,
+    usage_errors,
 )
 
 
@@ -83,6 +84,7 @@ def demo_sets(signature: Any, calls: list[tuple[Any, str, str]], embedder: str |
     }
 
 
+@usage_errors
 def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.optimizers.comparison.paired import paired_delta
     from memtrace_opt.optimizers.evaluation.program_io import instructions_of, with_instruction

@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 
 from memtrace_opt.benchmarks.progress_display import with_progress
-from memtrace_opt.benchmarks.split_args import add_split_arguments
+from memtrace_opt.benchmarks.split_args import add_split_arguments, usage_errors
 
 
+@usage_errors
 def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.cli.common import data_slice
     from memtrace_opt.lm.roles import ModelRoles, ModelSpec

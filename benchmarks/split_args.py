@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from memtrace_opt.errors import MemtraceError
 
 if TYPE_CHECKING:
     import dspy
@@ -31,6 +36,25 @@ def add_split_arguments(parser: argparse.ArgumentParser, *, test: bool = True) -
     parser.add_argument("--per-split", type=int, default=20, help="questions per split (seeded sample)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lm", default="embedded")
+
+
+Main = Callable[[list[str] | None], int]
+
+
+def usage_errors(main: Main) -> Main:
+    """A script's `main(argv)` that reports an error a user can act on (a conversation named by two splits, a data
+    file that is not there: a `MemtraceError`) as the `memtrace` commands do: one line on stderr, `error: ...`, and
+    its exit code (2, a usage error) instead of a traceback."""
+
+    @functools.wraps(main)
+    def checked(argv: list[str] | None = None) -> int:
+        try:
+            return main(argv)
+        except MemtraceError as exc:
+            sys.stderr.write(f"{'interrupted' if exc.exit_code == 130 else 'error'}: {exc}\n")
+            return exc.exit_code
+
+    return checked
 
 
 def load_splits(args: argparse.Namespace) -> Splits:
