@@ -68,7 +68,7 @@ def _short(sentence: str, limit: int = 60) -> str:
 @usage_errors
 def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.optimizers.comparison.paired import paired_delta
-    from memtrace_opt.optimizers.evaluation.program_io import instructions_of, with_instruction
+    from memtrace_opt.optimizers.core.program_io import instructions_of, with_instruction
     from memtrace_opt.programs import make_program
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -30,8 +30,8 @@ from memtrace_opt.benchmarks.split_args import add_split_arguments, load_splits,
 def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.optimizers.comparison.compare import AnswerShape
     from memtrace_opt.optimizers.comparison.paired import paired_delta
+    from memtrace_opt.optimizers.core.program_io import load_optimized
     from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
-    from memtrace_opt.optimizers.evaluation.program_io import load_optimized
     from memtrace_opt.programs import make_program
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

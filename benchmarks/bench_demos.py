@@ -87,7 +87,7 @@ def demo_sets(signature: Any, calls: list[tuple[Any, str, str]], embedder: str |
 @usage_errors
 def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.optimizers.comparison.paired import paired_delta
-    from memtrace_opt.optimizers.evaluation.program_io import instructions_of, with_instruction
+    from memtrace_opt.optimizers.core.program_io import instructions_of, with_instruction
     from memtrace_opt.optimizers.sources.demos import demo_size
     from memtrace_opt.programs import make_program
 

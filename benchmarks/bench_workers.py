@@ -29,7 +29,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from memtrace_opt.optimizers import with_instruction  # noqa: E402
-from memtrace_opt.optimizers.evaluation.program_io import save_program  # noqa: E402
+from memtrace_opt.optimizers.core.program_io import save_program  # noqa: E402
 from memtrace_opt.programs.mem0 import Mem0Memory  # noqa: E402
 from memtrace_opt.testing.openai_server import FakeOpenAIServer  # noqa: E402
 

@@ -91,6 +91,6 @@ def task_evaluator(args: argparse.Namespace) -> CachedEvaluator:
 
 def answer_predictor(program: dspy.Module) -> str | None:
     """The name of the predictor of `program` that writes the answers (the first named answer...)."""
-    from memtrace_opt.optimizers.evaluation.program_io import instructions_of
+    from memtrace_opt.optimizers.core.program_io import instructions_of
 
     return next((name for name in instructions_of(program) if name.startswith("answer")), None)

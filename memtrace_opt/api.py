@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memtrace_opt.optimizers.evaluation.program_io import load_optimized
+from memtrace_opt.optimizers.core.program_io import load_optimized
 
 __all__ = ["load_optimized", "optimize"]
 

@@ -65,6 +65,10 @@ class OptimizeSection(_Strict):
     threads: Optional[int] = Field(None, ge=1)  # noqa: UP045
     repairs: Optional[int] = Field(None, ge=0)  # noqa: UP045
     scoped_replay: Optional[bool] = None  # noqa: UP045
+    local_objective: Optional[bool] = None  # noqa: UP045
+    local_margin: Optional[int] = Field(None, ge=1)  # noqa: UP045
+    local_calls: Optional[int] = Field(None, ge=1)  # noqa: UP045
+    validate_top: Optional[int] = Field(None, ge=1)  # noqa: UP045
     attribution: Optional[str] = None  # noqa: UP045
     judge: Optional[bool] = None  # noqa: UP045
     storage: Optional[str] = None  # noqa: UP045

@@ -5,11 +5,14 @@ that run DSPy's own optimizers on the same program, metric, data and LM-call bud
     optimizer = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(budget=300))
     optimized = optimizer.compile(program, trainset=make_examples(train), valset=make_examples(val))
 
-The tree, by role:
-    loop/        the teleprompter, one round's pipeline, the stop policy, the settings tree, records, the study
+The tree, by role (each layer imports only the layers above it in this list; a test keeps it so):
+    core/        plain values: the candidate prompt, a gate's decision, knobs, the LM-call budget, program.json
+                 I/O, the evidence a proposer reads, a confirmed repair
+    evaluation/  the substrate: cached traced evaluation, metric, memo, examples, splits, blame, evidence, repairs,
+                 the local set
     sources/     the candidate sources (reflective rewrites, pattern rules, demos, the combination)
-    gates/       the gates a candidate passes (local check, minibatch, validation) and their `Decision`
-    evaluation/  the substrate: cached traced evaluation, metric, memo, examples, splits, blame, evidence, repairs
+    gates/       the objectives a candidate is scored on (local, minibatch, validation) and the acceptance rule
+    loop/        the teleprompter, one round's pipeline, the stop policy, the settings tree, records, the study
     comparison/  DSPy's optimizers on the same budget, the paired statistics, the comparison's tables
     optimize.py  `memtrace optimize`: a run directory from a request
     closing.py   its closing lines (what was blamed, tried, accepted and why), written from the manifest
@@ -33,6 +36,16 @@ if TYPE_CHECKING:  # the public API, imported on first use (`__getattr__`): the 
         compare_optimizers,
     )
     from memtrace_opt.optimizers.comparison.gepa_selector import AttributedComponentSelector
+    from memtrace_opt.optimizers.core.budget import BudgetExhausted, LMBudget, guard_lm
+    from memtrace_opt.optimizers.core.candidate import Candidate
+    from memtrace_opt.optimizers.core.decision import Decision, Status
+    from memtrace_opt.optimizers.core.evidence import OpEvidence, ProposalEvidence
+    from memtrace_opt.optimizers.core.program_io import (
+        instructions_of,
+        load_optimized,
+        save_program,
+        with_instruction,
+    )
     from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResult, EvalResult
     from memtrace_opt.optimizers.evaluation.examples import (
         CaseRef,
@@ -42,17 +55,9 @@ if TYPE_CHECKING:  # the public API, imported on first use (`__getattr__`): the 
     )
     from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
     from memtrace_opt.optimizers.evaluation.metric import AnswerMetric, CaseScore, dspy_metric
-    from memtrace_opt.optimizers.evaluation.program_io import (
-        instructions_of,
-        load_optimized,
-        save_program,
-        with_instruction,
-    )
     from memtrace_opt.optimizers.evaluation.qa import MemoryQA, QAContext
     from memtrace_opt.optimizers.evaluation.splits import Splits, make_splits
     from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule, AcceptanceSettings, StrictImprovement
-    from memtrace_opt.optimizers.gates.decision import Decision, Status
-    from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
     from memtrace_opt.optimizers.loop.plan import RoundPlan
     from memtrace_opt.optimizers.loop.records import CandidateRecord, OptimizationResult, RoundRecord
     from memtrace_opt.optimizers.loop.selection import ModuleSelector, MostBlamed
@@ -61,18 +66,11 @@ if TYPE_CHECKING:  # the public API, imported on first use (`__getattr__`): the 
     from memtrace_opt.optimizers.loop.study import StudyLedger, default_storage
     from memtrace_opt.optimizers.loop.teleprompter import MemTraceOptimizer
     from memtrace_opt.optimizers.optimize import PRESETS, OptimizeRequest, OptimizeSummary, optimize_system
-    from memtrace_opt.optimizers.sources.base import (
-        Candidate,
-        CandidateSource,
-        ProposalSettings,
-        SourceRequest,
-    )
+    from memtrace_opt.optimizers.sources.base import CandidateSource, ProposalSettings, SourceRequest
     from memtrace_opt.optimizers.sources.demo_source import DemoSettings, DemosSource
     from memtrace_opt.optimizers.sources.patterns import PatternSource
     from memtrace_opt.optimizers.sources.reflective import (
         InstructionProposer,
-        OpEvidence,
-        ProposalEvidence,
         ReflectiveProposer,
         ReflectiveSource,
     )

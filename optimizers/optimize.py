@@ -29,10 +29,9 @@ from memtrace_opt import progress
 from memtrace_opt.data import Dataset, load_data
 from memtrace_opt.errors import ConfigError, Interrupted, MemtraceError
 from memtrace_opt.lm.models import Models
-from memtrace_opt.optimizers.estimate import evaluation_steps
+from memtrace_opt.optimizers.core.program_io import instructions_of, save_program
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
-from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
-from memtrace_opt.optimizers.evaluation.program_io import instructions_of, save_program
+from memtrace_opt.optimizers.evaluation.examples import case_refs, evaluation_steps, make_examples
 from memtrace_opt.optimizers.evaluation.splits import SplitRequest, Splits, make_splits
 from memtrace_opt.optimizers.loop.records import RoundRecord, _redact
 from memtrace_opt.optimizers.loop.settings import LoopSettings
@@ -352,7 +351,7 @@ def _test(run: RunDir, request: OptimizeRequest, optimizer: MemTraceOptimizer, m
 def _estimate(request: OptimizeRequest, student: Any, models: Models, splits: Splits) -> dict[str, Any]:
     """Say what the optimization will do and how long it should take; the manifest's `estimate`."""
     from memtrace_opt.estimate import announce, job_rates, plural
-    from memtrace_opt.optimizers.estimate import optimize_estimate, split_work
+    from memtrace_opt.optimizers.comparison.estimate import optimize_estimate, split_work
 
     settings, sizes = request.settings, splits.sizes()
     conversations = {c.sample_id for c in [*splits.train, *splits.val, *splits.test]}

@@ -35,7 +35,7 @@ def with_loop_flags(*, exclude: Collection[str] = ()) -> Callable[[F], F]:
     command line, by name (a flag left out is not in it). `exclude` names knobs the command declares itself."""
 
     def decorate(func: F) -> F:
-        from memtrace_opt.optimizers.loop.knobs import knobs
+        from memtrace_opt.optimizers.core.knobs import knobs
         from memtrace_opt.optimizers.loop.settings import LoopSettings
 
         flags = [k for k in knobs(LoopSettings) if k.name not in exclude]
@@ -87,7 +87,7 @@ def _loop_values(opt_cfg: dict[str, Any], loop: dict[str, Any], exclude: Collect
     """The loop's knobs: those given as flags (`loop`), else the config's `optimize:` keys of the same names
     (but the `exclude`d, which the command declares itself); a knob set by neither is left out, so the settings
     keep its default."""
-    from memtrace_opt.optimizers.loop.knobs import knobs
+    from memtrace_opt.optimizers.core.knobs import knobs
     from memtrace_opt.optimizers.loop.settings import LoopSettings
 
     names = [k.name for k in knobs(LoopSettings) if k.name not in exclude]

@@ -4,7 +4,7 @@ A dry run of the program on the slice under an instant scripted fake LM counts t
 reply words the job will make (`count_work`); this machine's rates for the model (`memtrace doctor` measures and
 stores them; a slowed fake LM's are known) turn them into seconds: prompt tokens / reading rate + completion
 tokens (each capped by its call's reply limit) / decoding rate. `run_estimate` sums a run; the optimizer's and
-compare's estimates (`memtrace_opt.optimizers.estimate`) add rounds and rows capped by their budgets.
+compare's estimates (`memtrace_opt.optimizers.comparison.estimate`) add rounds and rows capped by their budgets.
 """
 
 from memtrace_opt.estimate._jobs import NO_RATES, Estimate, announce, job_rates, plural, run_estimate

@@ -26,11 +26,11 @@ from typing import Any
 
 import dspy
 
-from memtrace_opt.optimizers.comparison.scorebook import ScoreBook
+from memtrace_opt.optimizers.core.budget import BudgetExhausted, LMBudget, guard_lm
 from memtrace_opt.optimizers.evaluation.examples import case_refs
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric, dspy_metric
 from memtrace_opt.optimizers.evaluation.qa import MemoryQA, QAContext, unwrap_memory
-from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
+from memtrace_opt.optimizers.evaluation.scorebook import ScoreBook
 from memtrace_opt.programs.base import MemoryProgram
 
 __all__ = ["BASELINES", "BaselineRun", "run_baseline"]

@@ -49,14 +49,18 @@ from memtrace_opt.lm.models import Models
 from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
 from memtrace_opt.optimizers.comparison.paired import PairedDelta, paired_delta
 from memtrace_opt.optimizers.comparison.plot import plot_accuracy_vs_calls, points_from_rows
-from memtrace_opt.optimizers.estimate import evaluation_steps
+from memtrace_opt.optimizers.core.budget import LMBudget
+from memtrace_opt.optimizers.core.program_io import changed_prompts, demo_changes, save_program
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
-from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples, resolve_conversation
+from memtrace_opt.optimizers.evaluation.examples import (
+    case_refs,
+    evaluation_steps,
+    make_examples,
+    resolve_conversation,
+)
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
-from memtrace_opt.optimizers.evaluation.program_io import changed_prompts, demo_changes, save_program
 from memtrace_opt.optimizers.evaluation.qa import QAContext
 from memtrace_opt.optimizers.evaluation.splits import SplitRequest, make_splits, same_splits
-from memtrace_opt.optimizers.loop.budget import LMBudget
 from memtrace_opt.optimizers.loop.round_robin import RoundRobin
 from memtrace_opt.optimizers.loop.routing import EveryPredictor
 from memtrace_opt.optimizers.loop.settings import LoopSettings
@@ -441,7 +445,7 @@ def _estimate(request: CompareRequest, student: Any, models: Models, splits: Any
               names: list[str]) -> dict[str, Any]:
     """Say what the comparison will do and how long it should take; compare.json's `estimate`."""
     from memtrace_opt.estimate import announce, job_rates
-    from memtrace_opt.optimizers.estimate import compare_estimate, split_work
+    from memtrace_opt.optimizers.comparison.estimate import compare_estimate, split_work
 
     sizes = splits.sizes()
     plan = (f"compare {', '.join(names) or 'no optimizers'} on {request.system}, {request.data}: train "

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from memtrace_opt.optimizers.core.program_io import with_instruction
 from memtrace_opt.optimizers.evaluation.blame import attribute_failures
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
 from memtrace_opt.optimizers.evaluation.examples import case_refs
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
-from memtrace_opt.optimizers.evaluation.program_io import with_instruction
 from memtrace_opt.programs.base import MemoryProgram
 
 __all__ = ["AttributedComponentSelector"]

@@ -26,13 +26,12 @@ learned format. `refine` re-tests the findings of `PATTERNS` with them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import NamedTuple
 
 from memtrace_opt.metrics import is_decline
 from memtrace_opt.metrics.text import answer_tokens, normalize_answer, token_scores
+from memtrace_opt.optimizers.core.evidence import DiagnosedCase, Finding, Pattern
 from memtrace_opt.optimizers.evaluation.gold_format import (
     GoldFormat,
     date_kind,
@@ -57,23 +56,6 @@ _YES_NO = frozenset({"yes", "no"})
 _LONG_ANSWER = 12  # words: a sentence, not a phrase
 _SEPARATORS = {",": "separated by commas", ";": "separated by semicolons", "and": 'joined by "and"'}
 
-Test = Callable[[str, str, str], bool]
-
-
-@dataclass(frozen=True)
-class Pattern:
-    name: str
-    mistake: str  # what the failures show, as the reflection LM is told it
-    rule: str  # a general rule that fixes it
-    test: Test  # (gold, answer, what the step was shown) -> the case shows it
-
-
-class DiagnosedCase(NamedTuple):
-    case_id: str
-    gold: str
-    answer: str
-    shown: str  # what the step was shown
-    produced: str  # what it produced
 
 
 def _covered(part: str, text: str) -> bool:
@@ -188,18 +170,6 @@ def patterns_for(form: GoldFormat) -> tuple[Pattern, ...]:
 def learned_patterns(golds: Iterable[object]) -> tuple[Pattern, ...]:
     """`patterns_for` the format of these gold answers (a training split's)."""
     return patterns_for(GoldFormat.learn(golds))
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A pattern and the blamed cases that show it (`shown_by`: those cases whole, where the diagnosis had them)."""
-
-    pattern: Pattern
-    cases: tuple[str, ...]
-    shown_by: tuple[DiagnosedCase, ...] = field(default=(), compare=False, repr=False)
-
-    def to_dict(self) -> dict[str, object]:
-        return {"pattern": self.pattern.name, "cases": list(self.cases)}
 
 
 def writes_the_answer(produced: str, answer: str) -> bool:

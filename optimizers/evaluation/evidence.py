@@ -9,23 +9,24 @@ case contributes the last call of the same predictor among the ancestors of its 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import networkx as nx
 
 from memtrace_opt.attribution import GraphView, value_text
+from memtrace_opt.metrics.text import answer_tokens
+from memtrace_opt.optimizers.core.evidence import OpEvidence, ProposalEvidence, without_adapter_tail
 from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
+from memtrace_opt.optimizers.evaluation.carry import carries
 from memtrace_opt.optimizers.evaluation.diagnosis import diagnose
-from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
-from memtrace_opt.optimizers.sources.reflective import OpEvidence, ProposalEvidence
+from memtrace_opt.optimizers.evaluation.memo import LMExchange, ReplayMemo
 from memtrace_opt.tracing import OpEvent, answer_node
 
-__all__ = ["build_evidence", "GraphCache", "op_event", "output_text", "without_adapter_tail", "predictor_calls"]
+__all__ = ["build_evidence", "correct_calls", "GraphCache", "op_event", "output_text", "predictor_calls"]
 
 _TEXT_LIMIT = 2400
-_ADAPTER_TAIL = "\n\nRespond with "
 
 
 class GraphCache:
@@ -39,12 +40,6 @@ class GraphCache:
         if key not in self._graphs:
             self._graphs[key] = self.evaluation.traces[key].graph()
         return self._graphs[key]
-
-
-def without_adapter_tail(prompt: str) -> str:
-    """A recorded user message without the adapter's reply-format reminder ("Respond with ...") at its end."""
-    head, tail, _ = prompt.rpartition(_ADAPTER_TAIL)
-    return head if tail else prompt
 
 
 def output_text(event: OpEvent, limit: int | None = None) -> str:
@@ -141,3 +136,20 @@ def describe(evidence: ProposalEvidence) -> dict[str, Any]:
         "op": evidence.op_name,
         "findings": [finding.to_dict() for finding in evidence.findings],
     }
+
+
+def correct_calls(predictor: str, evaluation: EvalResult, memo: ReplayMemo) -> Iterator[tuple[CaseResult, LMExchange]]:
+    """Per correctly answered case (with a gold answer that has tokens), the predictor's call that served it:
+    among its calls that are ancestors of the answer, the latest whose output carries the gold answer, else the
+    latest; with the LM exchange recorded for it. Cases without such a call are skipped."""
+    graphs = GraphCache(evaluation)
+    for case in evaluation.passed():
+        if not answer_tokens(case.question.answer):
+            continue
+        calls = predictor_calls(graphs.get(case.conversation_key), case.case_id, predictor)
+        events = [e for seq in calls if (e := op_event(evaluation, case.conversation_key, seq)) is not None]
+        chosen = next((e for e in events if carries(case.question.answer, output_text(e))), None)
+        chosen = chosen or (events[0] if events else None)
+        exchange = memo.exchange(chosen.content_key) if chosen is not None else None
+        if exchange is not None:
+            yield case, exchange

@@ -35,6 +35,7 @@ __all__ = [
     "make_examples",
     "case_refs",
     "group_by_conversation",
+    "evaluation_steps",
 ]
 
 _REGISTRY: dict[str, Conversation] = {}
@@ -135,3 +136,11 @@ def group_by_conversation(cases: Iterable[CaseRef]) -> dict[str, list[Question]]
         if all(q.question_id != case.question.question_id for q in questions):
             questions.append(case.question)
     return grouped
+
+
+def evaluation_steps(cases: Iterable[CaseRef]) -> int:
+    """The steps of an evaluation of `cases` as `trace_conversation` reports them: each conversation's sessions
+    and each question (the progress of an optimizer's phases)."""
+    cases = list(cases)
+    sessions = {case.conversation_key: len(case.conversation.sessions) for case in cases}
+    return sum(sessions.values()) + len(cases)

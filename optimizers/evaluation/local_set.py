@@ -25,10 +25,10 @@ confirmed repair's added facts become its call's target (`LocalTarget.items`).
 from __future__ import annotations
 
 import json
-import re
+import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 import dspy
@@ -39,21 +39,18 @@ from memtrace_opt.data import Question
 from memtrace_opt.memory import LMOperation, Operation, OpRole, role_for_name
 from memtrace_opt.metrics import score_answer
 from memtrace_opt.metrics.text import answer_tokens
+from memtrace_opt.optimizers.core.evidence import prompt_fields, without_adapter_tail
 from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
-from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, without_adapter_tail
+from memtrace_opt.optimizers.evaluation.carry import TARGET_SHARE, item_share
+from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
 from memtrace_opt.programs.common import CHARS_PER_TOKEN
 
 __all__ = ["LOCAL_SET_VERSION", "KeepsLive", "LocalCall", "LocalSet", "LocalTarget", "ReplyReader", "build_local_set",
-           "predictor_op", "prompt_fields", "TARGET_SHARE"]
+           "predictor_op"]
 
 LOCAL_SET_VERSION = 1
 
-# a re-run produces a repair's item when one part holds this share of its content words: the repair's own words
-# ("yesterday ... (8 May, 2023)") and a candidate's ("on 7 May 2023") differ where both carry the fact
-TARGET_SHARE = 0.7
-
-_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 
 
 @runtime_checkable
@@ -82,7 +79,7 @@ class LocalTarget:
     def carried(self, role: OpRole, parts: Sequence[str], answer: str = "") -> bool:
         """Whether an output (its `parts`; for the answering op, its `answer`) carries this target."""
         if self.items:
-            return all(any(_share(item, part) >= TARGET_SHARE for part in parts) for item in self.items)
+            return all(any(item_share(item, part) >= TARGET_SHARE for part in parts) for item in self.items)
         if role is OpRole.ANSWERS:
             question = Question(self.case_id, self.question, self.gold, self.category, None, (),
                                 abstention=self.abstention)
@@ -161,21 +158,49 @@ class LocalSet:
         largest = max((c.seed_size for c in self.calls), default=0)
         return max(largest, self.reply_chars or 2 * largest)
 
-    def with_repairs(self, repairs: Iterable[Any]) -> LocalSet:
+    def with_repairs(self, repairs: Iterable[Any], evaluation: EvalResult | None = None) -> LocalSet:
         """This set with each confirmed repair's added items as its call's target (`Repair`: `case_id`, `op_id`,
-        `added`); a repaired call not in the set joins it."""
-        by_op = {(r.case_id, r.op_id): tuple(r.added) for r in repairs if r.added}
+        `added`, `prompt`, `response`); a repaired call not in the set joins it (its conversation read from
+        `evaluation`'s cases)."""
+        by_op = {(r.case_id, r.op_id): r for r in repairs if r.added}
         if not by_op:
             return self
-        calls = []
+        calls, seen = [], set()
         for call in self.calls:
             op_id = call.key.rsplit("/", 1)[-1]
-            targets = tuple(LocalTarget(t.case_id, t.question, t.gold, t.category, t.abstention,
-                                        by_op.get((t.case_id, op_id), t.items)) for t in call.targets)
-            calls.append(LocalCall(call.key, call.prompt, call.response, targets,
-                                   tuple(False if t.items else c for t, c in zip(targets, call.seed_carried, strict=True)),
-                                   call.seed_size))
-        return LocalSet(self.predictor, self.role, tuple(calls), self.excluded, self.reply_chars)
+            targets = []
+            for t in call.targets:
+                repair = by_op.get((t.case_id, op_id))
+                seen.update({(t.case_id, op_id)} if repair is not None else set())
+                targets.append(replace(t, items=tuple(repair.added)) if repair is not None else t)
+            carried = tuple(False if t.items else c for t, c in zip(targets, call.seed_carried, strict=True))
+            calls.append(replace(call, targets=tuple(targets), seed_carried=carried))
+        cases = evaluation.by_id() if evaluation is not None else {}
+        for (case_id, op_id), repair in by_op.items():
+            case = cases.get(case_id)
+            if (case_id, op_id) in seen or case is None:
+                continue
+            target = replace(_target(case), items=tuple(repair.added))
+            calls.append(LocalCall(f"{case.conversation_key}/{op_id}", repair.prompt, repair.response, (target,),
+                                   (False,), 0))
+        return replace(self, calls=tuple(calls))
+
+    def sample(self, n: int, seed: int = 0) -> LocalSet:
+        """At most `n` of the calls, seeded: half (or more, where too few carried) from calls the seed lost a target
+        on, the rest from calls it carried every target on; the calls left out are counted (`over_max_calls`)."""
+        if len(self.calls) <= n:
+            return self
+        rng = random.Random(seed)
+        lost = [c for c in self.calls if not all(c.seed_carried)]
+        kept = [c for c in self.calls if all(c.seed_carried)]
+        rng.shuffle(lost)
+        rng.shuffle(kept)
+        take_kept = min(len(kept), n // 2)
+        chosen = {c.key for c in lost[: n - take_kept]} | {c.key for c in kept[:take_kept]}
+        chosen |= {c.key for c in kept[take_kept: take_kept + n - len(chosen)]}
+        calls = tuple(c for c in self.calls if c.key in chosen)
+        left = sum(len(c.targets) for c in self.calls if c.key not in chosen)
+        return replace(self, calls=calls, excluded={**self.excluded, "over_max_calls": left})
 
     def summary(self) -> dict[str, Any]:
         """Size and seed score, for the round plan and the manifest."""
@@ -192,19 +217,6 @@ class LocalSet:
         return cls(str(data["predictor"]), OpRole(str(data["role"])),
                    tuple(LocalCall.from_dict(c) for c in data.get("calls") or ()),
                    {str(k): int(v) for k, v in (data.get("excluded") or {}).items()}, int(data.get("reply_chars") or 0))
-
-
-def _share(item: str, part: str) -> float:
-    expected = set(answer_tokens(item))
-    return len(expected & set(answer_tokens(part))) / len(expected) if expected else 0.0
-
-
-def prompt_fields(prompt: str) -> dict[str, str]:
-    """A recorded user message's input fields as the chat adapter printed them (`[[ ## name ## ]]` sections)."""
-    text = without_adapter_tail(prompt)
-    marks = list(_HEADER.finditer(text))
-    return {mark.group(1): text[mark.end():(marks[i + 1].start() if i + 1 < len(marks) else len(text))].strip()
-            for i, mark in enumerate(marks)}
 
 
 def predictor_op(program: dspy.Module, predictor: str) -> Operation | None:

@@ -28,10 +28,10 @@ import dspy
 
 from memtrace_opt.data import Conversation, Question
 from memtrace_opt.memory.values import to_jsonable
-from memtrace_opt.optimizers.comparison.scorebook import FINGERPRINT_ATTR, ScoreBook
+from memtrace_opt.optimizers.core.budget import LMBudget
 from memtrace_opt.optimizers.evaluation.examples import resolve_conversation, resolve_question
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo, lm_name
-from memtrace_opt.optimizers.loop.budget import LMBudget
+from memtrace_opt.optimizers.evaluation.scorebook import FINGERPRINT_ATTR, ScoreBook
 from memtrace_opt.programs.base import MemoryProgram, MemoryState
 from memtrace_opt.tracing import MemoryWriter, OpEvent, Tracer
 from memtrace_opt.tracing.session import replay_active

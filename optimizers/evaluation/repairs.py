@@ -33,7 +33,7 @@ import json
 import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
@@ -52,10 +52,12 @@ from memtrace_opt.attribution import (
 )
 from memtrace_opt.attribution.counterfactual import repair_outputs
 from memtrace_opt.attribution.lineage import case_flow
+from memtrace_opt.optimizers.core.evidence import prompt_fields
+from memtrace_opt.optimizers.core.repair import REPAIR_CHARS, Repair, RepairCounts, RepairSet
 from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResult, EvalResult
 from memtrace_opt.optimizers.evaluation.decision_reply import actions_reply
-from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, without_adapter_tail
+from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event
 from memtrace_opt.optimizers.evaluation.memo import LMExchange
 from memtrace_opt.tracing import OpEvent, ReplayResult
 
@@ -63,90 +65,6 @@ __all__ = ["REPAIR_CHARS", "Repair", "RepairCounts", "RepairSet", "confirmed_rep
 
 log = logging.getLogger(__name__)
 
-REPAIR_CHARS = 4000  # a repair demo shows one window of turns, not a session: about 1k tokens per demo
-_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
-
-
-@dataclass(frozen=True)
-class Repair:
-    """One confirmed repair of a blamed call: the case, the call (`op_id`, its op and predictor), the user
-    message it was shown and its reply, the repaired reply's output fields as the LM would write them (`reply`),
-    what the repair adds (`added`: facts, or the texts of added actions) and the replayed answer."""
-
-    case_id: str
-    op_id: str
-    op: str
-    predictor: str
-    prompt: str
-    response: str
-    reply: Mapping[str, str]
-    added: tuple[str, ...]
-    answer: str
-
-    def demo(self, signature: Any) -> dict[str, str] | None:
-        """The demo of this repair for `signature`: the recorded call's input fields and the repaired reply, or
-        None when a field is missing or the demo passes `REPAIR_CHARS`."""
-        sections = _sections(without_adapter_tail(self.prompt))
-        demo: dict[str, str] = {}
-        for name in signature.input_fields:
-            if name not in sections:
-                return None
-            demo[name] = sections[name]
-        for name in signature.output_fields:
-            if name not in self.reply:
-                return None
-            demo[name] = self.reply[name]
-        return demo if sum(len(v) for v in demo.values()) <= REPAIR_CHARS else None
-
-    def target(self) -> str:
-        """What the call should have produced, as the reflection LM is shown it."""
-        return "\n".join(f"{name}: {text}" for name, text in self.reply.items())
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["reply"], out["added"] = dict(self.reply), list(self.added)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Repair:
-        return cls(str(data["case_id"]), str(data["op_id"]), str(data.get("op") or ""), str(data["predictor"]),
-                   str(data.get("prompt") or ""), str(data.get("response") or ""),
-                   {str(k): str(v) for k, v in (data.get("reply") or {}).items()},
-                   tuple(str(a) for a in data.get("added") or ()), str(data.get("answer") or ""))
-
-
-@dataclass(frozen=True)
-class RepairCounts:
-    """What became of the blamed calls tried: no rule repair (`no_repair`), the replay did not save the answer
-    (`not_confirmed`), confirmed but the call's own output already held the needed information
-    (`lineage_rejected`), confirmed with no demo form (`no_demo`), kept (`kept`); LM calls the replays spent."""
-
-    tried: int = 0
-    no_repair: int = 0
-    not_confirmed: int = 0
-    lineage_rejected: int = 0
-    no_demo: int = 0
-    kept: int = 0
-    lm_calls: int = 0
-
-    @property
-    def confirmed(self) -> int:
-        return self.lineage_rejected + self.no_demo + self.kept
-
-    def to_dict(self) -> dict[str, int]:
-        return {**asdict(self), "confirmed": self.confirmed}
-
-
-@dataclass
-class RepairSet:
-    repairs: list[Repair] = field(default_factory=list)
-    counts: RepairCounts = field(default_factory=RepairCounts)
-
-
-def _sections(text: str) -> dict[str, str]:
-    marks = list(_HEADER.finditer(text))
-    return {mark.group(1): text[mark.end():(marks[i + 1].start() if i + 1 < len(marks) else len(text))].strip()
-            for i, mark in enumerate(marks)}
 
 
 _FIRST_PERSON = ((r"\bI'm\b", "{s} is"), (r"\bI am\b", "{s} is"), (r"\bI was\b", "{s} was"), (r"\bI've\b", "{s} has"),
@@ -203,13 +121,13 @@ def _reply(signature: Any, exchange: LMExchange, kind: str | None, outputs: Mapp
            repaired: Mapping[str, Any]) -> dict[str, str] | None:
     """The repaired reply's output fields as the LM writes them (an update decision's actions: `decision_reply.actions_reply`),
     or None when it has no such form."""
-    recorded = _sections(exchange.response)
+    recorded = prompt_fields(exchange.response)
     out: dict[str, str] = {}
     for name in signature.output_fields:
         value = repaired.get(name)
         if kind in (UPDATE, DELETION) and isinstance(value, list):
             actions = outputs.get(name)
-            text = actions_reply(recorded.get(name) or "[]", _sections(without_adapter_tail(exchange.prompt)),
+            text = actions_reply(recorded.get(name) or "[]", prompt_fields(exchange.prompt),
                                   actions if isinstance(actions, list) else [], value)
             if text is None:
                 return None
@@ -323,8 +241,8 @@ class _Repairer:
 
     def _replay(self, call: _BlamedCall, outputs: dict[str, Any]) -> ReplayResult | None:
         """The conversation replayed with the call's outputs forced, or None when the replay fails."""
+        from memtrace_opt.optimizers.core.budget import BudgetExhausted
         from memtrace_opt.optimizers.evaluation.examples import resolve_conversation
-        from memtrace_opt.optimizers.loop.budget import BudgetExhausted
         from memtrace_opt.tracing import replay
 
         key = call.case.conversation_key

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memtrace_opt.errors import ConfigError
-from memtrace_opt.optimizers.gates.decision import Decision, Status
-from memtrace_opt.optimizers.loop.knobs import knob
+from memtrace_opt.optimizers.core.decision import Decision, Status
+from memtrace_opt.optimizers.core.knobs import knob
 
 __all__ = ["AcceptanceRule", "AcceptanceSettings", "Decision", "StrictImprovement"]
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import logging
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,27 +38,16 @@ import dspy
 
 from memtrace_opt.attribution import GraphView, NeededInfo, value_parts
 from memtrace_opt.metrics.text import answer_tokens
-from memtrace_opt.metrics.words import FACT_STOP_WORDS
+from memtrace_opt.optimizers.core.decision import Decision, Status
 from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
-from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
-from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event, output_text, predictor_calls
-from memtrace_opt.optimizers.evaluation.memo import LMExchange, ReplayMemo
-from memtrace_opt.optimizers.gates.decision import Decision, Status
+from memtrace_opt.optimizers.evaluation.cached import EvalResult
+from memtrace_opt.optimizers.evaluation.carry import TARGET_SHARE, carries, item_share
+from memtrace_opt.optimizers.evaluation.evidence import GraphCache, correct_calls, op_event
+from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
 
-__all__ = ["TARGET_SHARE", "LocalCase", "LocalCheckGate", "LocalResult", "local_cases", "correct_calls", "check_candidate", "carries", "gold_words"]
+__all__ = ["LocalCase", "LocalCheckGate", "LocalResult", "local_cases", "check_candidate", "reply_parts"]
 
 log = logging.getLogger(__name__)
-
-# Words that carry no fact (stemmed as `answer_tokens` stems), the list attribution's `NeededInfo.holds` reads: a
-# gold answer "They seem cheerful" is carried by "seem" and "cheer" alone. A share of the tokens (say half) is not
-# enough: "Finding Harbours" would be carried by any "finding".
-_FACT_STOP_WORDS = frozenset(answer_tokens(" ".join(sorted(FACT_STOP_WORDS))))
-
-
-# a re-run produces a repair's fact when one part holds this share of its content words: the repair's own words
-# ("yesterday ... (12 April, 2021)") and a candidate's ("on 11 April 2021") differ where both carry the fact
-TARGET_SHARE = 0.7
-
 
 @dataclass(frozen=True)
 class LocalCase:
@@ -87,7 +76,7 @@ class LocalCase:
         """Whether a call's output (in parts, see `reply_parts`) carries this case's answer, or, with a repair
         target, produces what the repair adds (module doc)."""
         if self.target:
-            return all(any(_share(item, part) >= TARGET_SHARE for part in parts) for item in self.target)
+            return all(any(item_share(item, part) >= TARGET_SHARE for part in parts) for item in self.target)
         if self.question:
             return NeededInfo(self.question, self.gold).holds(list(parts))
         return carries(self.gold, " ".join(parts))
@@ -110,6 +99,11 @@ class LocalResult:
         return self.blamed == 0 or self.fixed > self.broken
 
     @property
+    def value(self) -> float:
+        """Blamed calls fixed net of correct calls broken."""
+        return float(self.fixed - self.broken)
+
+    @property
     def why(self) -> str:
         against = f" ({self.targets} checked against their repair)" if self.targets else ""
         summary = (f"{self.fixed} of {self.blamed} blamed calls now carry the gold answer{against}, "
@@ -120,40 +114,6 @@ class LocalResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _share(item: str, part: str) -> float:
-    expected = gold_words(item)
-    return len(expected & set(answer_tokens(part))) / len(expected) if expected else 0.0
-
-
-def gold_words(gold: str) -> set[str]:
-    """The gold answer's content words (stemmed); all its tokens when it has only function words."""
-    tokens = set(answer_tokens(gold))
-    return (tokens - _FACT_STOP_WORDS) or tokens
-
-
-def carries(gold: str, text: str) -> bool:
-    """True when `text` holds every content word of the gold answer (`gold_words`)."""
-    expected = gold_words(gold)
-    return bool(expected) and expected <= set(answer_tokens(text))
-
-
-def correct_calls(predictor: str, evaluation: EvalResult, memo: ReplayMemo) -> Iterator[tuple[CaseResult, LMExchange]]:
-    """Per correctly answered case (with a gold answer that has tokens), the predictor's call that served it:
-    among its calls that are ancestors of the answer, the latest whose output carries the gold answer, else the
-    latest; with the LM exchange recorded for it. Cases without such a call are skipped."""
-    graphs = GraphCache(evaluation)
-    for case in evaluation.passed():
-        if not answer_tokens(case.question.answer):
-            continue
-        calls = predictor_calls(graphs.get(case.conversation_key), case.case_id, predictor)
-        events = [e for seq in calls if (e := op_event(evaluation, case.conversation_key, seq)) is not None]
-        chosen = next((e for e in events if carries(case.question.answer, output_text(e))), None)
-        chosen = chosen or (events[0] if events else None)
-        exchange = memo.exchange(chosen.content_key) if chosen is not None else None
-        if exchange is not None:
-            yield case, exchange
 
 
 def local_cases(
@@ -270,8 +230,12 @@ class LocalCheckGate:
     cases: Sequence[LocalCase]
     lm: Any = None
 
+    def score(self, program: dspy.Module, candidate: Any) -> LocalResult:
+        """The counts of `candidate` (a `Candidate`) on the blamed calls of `program`."""
+        return check_candidate(program, candidate.predictor, candidate.instruction, self.cases, self.lm,
+                               candidate.demo_list())
+
     def check(self, program: dspy.Module, candidate: Any) -> tuple[LocalResult, Decision]:
-        """The check of `candidate` (a `Candidate`) on `program`: its counts and the decision."""
-        result = check_candidate(program, candidate.predictor, candidate.instruction, self.cases, self.lm,
-                                 candidate.demo_list())
+        """The check of `candidate` on `program`: its counts and the decision."""
+        result = self.score(program, candidate)
         return result, Decision.of(Status.PASSED if result.passed else Status.REJECTED, "{result.why}", result=result)

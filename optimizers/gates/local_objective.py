@@ -14,8 +14,9 @@ Replies are kept per (prompt in force, call) in a `ReplyBook` (the study, for a 
 candidates with the same prompt, pays nothing twice.
 
     objective = LocalObjective(local_set, program, lm, book)
-    score = objective.score(candidate)          # LocalScore: carried / fixed / lost / bloat, on the rest
+    score = objective.score(program, candidate)     # LocalScore: carried / fixed / lost / bloat, on the rest
     score.gain, score.beats(margin), score.to_dict()
+    LocalGate(objective, margin).check(program, candidate)   # the gate: (score, Decision)
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from typing import Any, Protocol
 
 import dspy
 
+from memtrace_opt.optimizers.core.candidate import Candidate
+from memtrace_opt.optimizers.core.decision import Decision, Status
+from memtrace_opt.optimizers.core.knobs import knob
 from memtrace_opt.optimizers.evaluation.local_set import (
     LocalCall,
     LocalSet,
@@ -41,9 +45,33 @@ from memtrace_opt.optimizers.evaluation.local_set import (
 )
 from memtrace_opt.optimizers.evaluation.memo import lm_name
 
-__all__ = ["LocalObjective", "LocalScore", "ReplyBook", "DictReplyBook"]
+__all__ = ["DictReplyBook", "LocalGate", "LocalObjective", "LocalScore", "LocalSettings", "ReplyBook"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    """The local objective's knobs: on (`local_objective`), a candidate goes to validation only if it carries at
+    least `local_margin` more targets than the seed, net, on the calls it was not made from; the best
+    `validate_top` of those are validated. The set holds at most `local_calls` calls (a seeded sample, calls the
+    seed lost a target on first)."""
+
+    local_objective: bool = knob(False, "Score every candidate on the chosen predictor's local set (its recorded calls "
+                                       "that read a training question's evidence, re-run one LM call each) and "
+                                       "validate only the best that beat the seed there; off: the local check and "
+                                       "the minibatch rank them (default: on).",
+                                 flag="--local-objective/--no-local-objective")
+    local_margin: int = knob(1, "Targets a candidate must carry beyond the seed's, net, on the local set before it is "
+                                "validated.")
+    local_calls: int = knob(24, "At most N calls in a round's local set (each candidate re-runs each once).")
+    validate_top: int = knob(2, "Validate at most N candidates a round, the best on the local objective first.")
+
+    def __post_init__(self) -> None:
+        if self.local_margin < 1 or self.local_calls < 1 or self.validate_top < 1:
+            from memtrace_opt.errors import ConfigError
+
+            raise ConfigError("optimizer: local_margin, local_calls and validate_top must be >= 1")
 
 
 class ReplyBook(Protocol):
@@ -92,6 +120,10 @@ class LocalScore:
         """Targets gained net of those lost: what ranks candidates."""
         return self.fixed - self.lost
 
+    @property
+    def value(self) -> float:
+        return float(self.gain)
+
     def beats(self, margin: int) -> bool:
         """Whether the candidate carries at least `margin` more targets than the seed, net (and at least one)."""
         return self.gain >= max(1, margin)
@@ -129,12 +161,12 @@ class LocalObjective:
         self.op = predictor_op(program, local.predictor)
         self.parsed = ReplyReader(program, local.predictor)
 
-    def score(self, candidate: Any) -> LocalScore:
-        """`candidate` (a `Candidate` for this predictor) on the calls it was not made from; on every call when it
-        was made from all of them."""
-        own = set(getattr(candidate, "built_from", ()) or ())
+    def score(self, program: dspy.Module, candidate: Candidate) -> LocalScore:
+        """`candidate` (a prompt for this predictor of `program`) on the calls it was not made from; on every call
+        when it was made from all of them."""
+        own = set(candidate.built_from)
         calls = [c for c in self.local.calls if c.key not in own] or list(self.local.calls)
-        results = self._run(candidate, calls)
+        results = self._run(program, candidate, calls)
         targets = carried = seed = fixed = lost = bloat = live = 0
         for call, result in zip(calls, results, strict=True):
             bloat += result.bloat
@@ -148,17 +180,17 @@ class LocalObjective:
         return LocalScore(targets, carried, seed, fixed, lost, bloat, len(calls),
                           len(self.local.calls) - len(calls), live)
 
-    def _run(self, candidate: Any, calls: Sequence[LocalCall]) -> list[_CallResult]:
-        head = self._head(candidate)
+    def _run(self, program: dspy.Module, candidate: Candidate, calls: Sequence[LocalCall]) -> list[_CallResult]:
+        head = self._head(program, candidate)
         prefix = hashlib.sha256(json.dumps([lm_name(self.lm), head], sort_keys=True).encode()).hexdigest()[:24]
         if self.threads == 1 or len(calls) < 2:
             return [self._one(head, prefix, call) for call in calls]
         with ThreadPoolExecutor(self.threads) as pool:
             return list(pool.map(lambda call: self._one(head, prefix, call), calls))
 
-    def _head(self, candidate: Any) -> list[dict[str, str]]:
+    def _head(self, program: dspy.Module, candidate: Candidate) -> list[dict[str, str]]:
         """The system message and demo turns the candidate puts before each recorded user message."""
-        target = dict(self.program.named_predictors())[self.local.predictor]
+        target = dict(program.named_predictors())[self.local.predictor]
         signature = target.signature.with_instructions(candidate.instruction)
         demos = candidate.demo_list()
         adapter = self.parsed.adapter
@@ -191,3 +223,19 @@ class LocalObjective:
             return ""
         first = outputs[0] if outputs else ""
         return str(first.get("text") or "") if isinstance(first, dict) else str(first or "")
+
+
+@dataclass(frozen=True)
+class LocalGate:
+    """The local objective with its threshold: a candidate goes on when it carries at least `margin` more targets
+    than the seed, net, on the calls it was not made from (`LocalScore.beats`)."""
+
+    objective: LocalObjective
+    margin: int = 1
+
+    def check(self, program: dspy.Module, candidate: Candidate) -> tuple[LocalScore, Decision]:
+        score = self.objective.score(program, candidate)
+        if score.beats(self.margin):
+            return score, Decision.of(Status.PASSED, "{why}", why=score.why)
+        return score, Decision.of(Status.REJECTED, "rejected by the local objective: {why} (needs +{margin} net)",
+                                  why=score.why, margin=max(1, self.margin))

@@ -10,35 +10,38 @@ from typing import Any
 
 import dspy
 
+from memtrace_opt.optimizers.core.candidate import Candidate
+from memtrace_opt.optimizers.core.decision import Decision
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
-from memtrace_opt.optimizers.evaluation.scoped import ReplayedOps, replayed_ops
+from memtrace_opt.optimizers.evaluation.scoped import replayed_ops
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
-from memtrace_opt.optimizers.gates.decision import Decision
-from memtrace_opt.optimizers.sources.base import Candidate
+from memtrace_opt.optimizers.gates.objective import EvalScore
 
 __all__ = ["MinibatchGate"]
 
 
 @dataclass(frozen=True)
 class MinibatchGate:
-    """`cases` (the minibatch), on which the program scores `current`; `rule` decides."""
+    """The minibatch objective: `cases` (the minibatch), on which the program scores `current`; `rule` decides."""
 
     evaluator: CachedEvaluator
     cases: Sequence[CaseRef]
     current: float
     rule: AcceptanceRule
 
-    def score(self, program: dspy.Module, candidate: Candidate) -> float:
-        return self.run(program, candidate)[0]
-
-    def run(self, program: dspy.Module, candidate: Candidate,
-            reuse: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> tuple[float, ReplayedOps]:
+    def score(self, program: dspy.Module, candidate: Candidate,
+              reuse: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> EvalScore:
         """The candidate's minibatch accuracy and which calls the run re-ran (scoped with `reuse`)."""
         applied = candidate.apply(program)
         result = (self.evaluator.evaluate(applied, self.cases) if reuse is None
                   else self.evaluator.evaluate(applied, self.cases, reuse=reuse))
-        return result.accuracy, replayed_ops(result, "evidence" if reuse else "full")
+        return EvalScore(result.accuracy, replayed_ops(result, "evidence" if reuse else "full"))
 
     def decide(self, score: float) -> Decision:
         return self.rule.on_minibatch(self.current, score)
+
+    def check(self, program: dspy.Module, candidate: Candidate) -> tuple[EvalScore, Decision]:
+        """The candidate's score and the rule's decision on it."""
+        score = self.score(program, candidate)
+        return score, self.decide(score.value)

@@ -9,21 +9,22 @@ from dataclasses import dataclass
 
 import dspy
 
+from memtrace_opt.optimizers.core.budget import LMBudget
+from memtrace_opt.optimizers.core.candidate import Candidate
+from memtrace_opt.optimizers.core.decision import Decision, Status
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
-from memtrace_opt.optimizers.evaluation.scoped import ReplayedOps, replayed_ops
+from memtrace_opt.optimizers.evaluation.scoped import replayed_ops
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
-from memtrace_opt.optimizers.gates.decision import Decision, Status
-from memtrace_opt.optimizers.loop.budget import LMBudget
-from memtrace_opt.optimizers.sources.base import Candidate
+from memtrace_opt.optimizers.gates.objective import EvalScore
 
 __all__ = ["ValidationGate"]
 
 
 @dataclass(frozen=True)
 class ValidationGate:
-    """`cases` (the valset), on which the program scores `current`; `rule` decides, `budget` says whether a
-    validation of at least the given LM calls can start."""
+    """The validation objective: `cases` (the valset), on which the program scores `current`; `rule` decides,
+    `budget` says whether a validation of at least the given LM calls can start."""
 
     evaluator: CachedEvaluator
     cases: Sequence[CaseRef]
@@ -37,16 +38,16 @@ class ValidationGate:
             return Decision.of(Status.NOT_VALIDATED, "not validated: {why}", why=why)
         return None
 
-    def run(self, program: dspy.Module, candidate: Candidate) -> tuple[float, Decision]:
-        """The candidate's valset accuracy and the rule's decision on it."""
-        val, decision, _ = self.run_recorded(program, candidate)
-        return val, decision
-
-    def run_recorded(self, program: dspy.Module, candidate: Candidate) -> tuple[float, Decision, ReplayedOps]:
-        """`run`, and which calls the validation (a full replay) re-ran."""
+    def score(self, program: dspy.Module, candidate: Candidate) -> EvalScore:
+        """The candidate's valset accuracy and which calls the validation (a full replay) re-ran."""
         result = self.evaluator.evaluate(candidate.apply(program), self.cases)
-        return result.accuracy, self.decide(result.accuracy), replayed_ops(result, "full")
+        return EvalScore(result.accuracy, replayed_ops(result, "full"))
 
     def decide(self, score: float) -> Decision:
         """The rule's decision on a valset accuracy of `score`."""
         return self.rule.on_valset(self.current, score)
+
+    def check(self, program: dspy.Module, candidate: Candidate) -> tuple[EvalScore, Decision]:
+        """The candidate's score and the rule's decision on it."""
+        score = self.score(program, candidate)
+        return score, self.decide(score.value)

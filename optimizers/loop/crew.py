@@ -42,8 +42,8 @@ import sqlalchemy
 from optuna.trial import TrialState, create_trial
 
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.optimizers.core.budget import BudgetExhausted
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
-from memtrace_opt.optimizers.loop.budget import BudgetExhausted
 from memtrace_opt.optimizers.loop.study import heartbeat_seconds
 
 __all__ = ["Crew", "Job", "Lead", "conversation_share", "conversations", "joined_accuracy", "worker_name"]
@@ -149,7 +149,10 @@ class _Beats:
 
 
 class Crew:
-    """This worker's view of the workers sharing a study (see the module docstring)."""
+    """This worker's view of the workers sharing a study (see the module docstring); the round's `Runner` when
+    workers share it (`runner.py`)."""
+
+    shared = True
 
     def __init__(self, study: optuna.Study, memo: ReplayMemo, *, worker: str | None = None,
                  poll_seconds: float = 0.25) -> None:
@@ -264,10 +267,11 @@ class Crew:
         return True
 
     # jobs -----------------------------------------------------------------------------------------------
-    def run(self, jobs: Sequence[Job], execute: Callable[[Mapping[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Every job's result (by key), each run once by whichever worker claims it, this one included. A job
-        whose worker died is enqueued again; one that raised `ATTEMPTS` times raises here. A job cut by the
-        budget has the result `{"budget": why}`."""
+    def run(self, jobs: Sequence[Job], execute: Callable[[Mapping[str, Any]], dict[str, Any]],
+            done: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, dict[str, Any]]:
+        """Every job's result (by key), each run once by whichever worker claims it, this one included; `done(key,
+        result)` is called as each result comes in (`runner.py`). A job whose worker died is enqueued again; one
+        that raised `ATTEMPTS` times raises here. A job cut by the budget has the result `{"budget": why}`."""
         wanted = {job.key: job for job in jobs}
         results: dict[str, dict[str, Any]] = {}
         enqueued: set[int] = set()
@@ -280,6 +284,8 @@ class Crew:
             for key, job in wanted.items():
                 if key not in results:
                     self._settle(job, by_key.get(key, []), results, enqueued)
+                    if key in results and done is not None:
+                        done(key, results[key])
             if len(results) == len(wanted):
                 self.pull()
                 return results

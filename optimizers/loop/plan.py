@@ -4,8 +4,8 @@ round resumes with the same candidates.
 
 Format (schema_version 2): `{schema_version, round, minibatch: [case_id], minibatch_score, minibatch_ops:
 {predictor: calls}, blame_counts, not_fixable, chosen_predictor, previous_instruction, candidates:
-[Candidate.to_dict()], evidence, verdicts, local_cases, repairs, repair_counts, evidence_ops}` (the last three
-added within version 2: a plan without them has none). Version 1 (no `schema_version`) held the candidates
+[Candidate.to_dict()], evidence, verdicts, local_cases, repairs, repair_counts, evidence_ops, local_set}` (the last
+four added within version 2: a plan without them has none). Version 1 (no `schema_version`) held the candidates
 as `proposals` (texts), `proposal_origins` and `demos` (the demos candidate's whole demo list); it is read into
 the same candidates.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtrace_opt.errors import MemtraceError
-from memtrace_opt.optimizers.sources.base import DEMOS, REFLECTION, Candidate
+from memtrace_opt.optimizers.core.candidate import DEMOS, REFLECTION, Candidate
 
 __all__ = ["PLAN_SCHEMA_VERSION", "RoundPlan", "calls_to_rerun"]
 
@@ -48,6 +48,7 @@ class RoundPlan:
     repairs: tuple[Mapping[str, Any], ...] = ()  # the confirmed repairs (`Repair.to_dict()`)
     repair_counts: Mapping[str, int] = field(default_factory=dict)  # `RepairCounts.to_dict()`
     evidence_ops: Mapping[str, Sequence[int]] = field(default_factory=dict)  # the scoped replay's scope
+    local_set: Mapping[str, Any] = field(default_factory=dict)  # the chosen predictor's local set (`LocalSet.to_dict()`)
 
     @property
     def findings(self) -> list[dict[str, Any]]:
@@ -71,6 +72,7 @@ class RoundPlan:
             "repairs": [dict(r) for r in self.repairs],
             "repair_counts": dict(self.repair_counts),
             "evidence_ops": {k: list(v) for k, v in self.evidence_ops.items()},
+            "local_set": dict(self.local_set),
         }
 
     @classmethod
@@ -101,6 +103,7 @@ class RoundPlan:
             repairs=tuple(dict(r) for r in data.get("repairs") or []),
             repair_counts={str(k): int(v) for k, v in (data.get("repair_counts") or {}).items()},
             evidence_ops={str(k): [int(s) for s in v] for k, v in (data.get("evidence_ops") or {}).items()},
+            local_set=dict(data.get("local_set") or {}),
         )
 
 

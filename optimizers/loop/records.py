@@ -31,7 +31,7 @@ from typing import Any
 
 import dspy
 
-from memtrace_opt.optimizers.sources.base import DEMOS, REFLECTION, Candidate
+from memtrace_opt.optimizers.core.candidate import DEMOS, REFLECTION, Candidate
 
 __all__ = ["CandidateRecord", "RoundRecord", "OptimizationResult"]
 

@@ -28,65 +28,34 @@ import dspy
 from memtrace_opt import progress
 from memtrace_opt.attribution import Verdict, attribute_cases
 from memtrace_opt.errors import MemtraceError
+from memtrace_opt.optimizers.core.budget import BudgetExhausted
+from memtrace_opt.optimizers.core.candidate import Candidate
+from memtrace_opt.optimizers.core.program_io import instructions_digest, instructions_of
+from memtrace_opt.optimizers.core.repair import RepairSet
 from memtrace_opt.optimizers.evaluation.blame import Blame, attribute_failures, blame_of, failed_cases
-from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
+from memtrace_opt.optimizers.evaluation.cached import EvalResult
 from memtrace_opt.optimizers.evaluation.evidence import build_evidence, describe
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
-from memtrace_opt.optimizers.evaluation.program_io import instructions_digest, instructions_of
-from memtrace_opt.optimizers.evaluation.repairs import RepairSet, confirmed_repairs
+from memtrace_opt.optimizers.evaluation.local_set import LocalSet, build_local_set
+from memtrace_opt.optimizers.evaluation.repairs import confirmed_repairs
 from memtrace_opt.optimizers.evaluation.scoped import evidence_scope
-from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.gates.local_check import LocalCase, local_cases
-from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget
-from memtrace_opt.optimizers.loop.crew import Crew, Job
-from memtrace_opt.optimizers.loop.plan import RoundPlan, calls_to_rerun
+from memtrace_opt.optimizers.loop.choice import policy_for
+from memtrace_opt.optimizers.loop.context import RoundContext
+from memtrace_opt.optimizers.loop.crew import Job
+from memtrace_opt.optimizers.loop.plan import RoundPlan
 from memtrace_opt.optimizers.loop.records import RoundRecord
-from memtrace_opt.optimizers.loop.routing import FailureRouting
-from memtrace_opt.optimizers.loop.selection import ModuleSelector, RoundOutcome
+from memtrace_opt.optimizers.loop.selection import RoundOutcome
 from memtrace_opt.optimizers.loop.study import StudyLedger
 from memtrace_opt.optimizers.loop.trials import RoundTrials
-from memtrace_opt.optimizers.sources.base import Candidate, CandidateSource, ProposalSettings, SourceRequest
+from memtrace_opt.optimizers.sources.base import SourceRequest
 from memtrace_opt.optimizers.sources.demo_context import writes_answers
 from memtrace_opt.tracing import OpEvent
 
-__all__ = ["RoundContext", "RoundOutcomeFull", "run_round", "interrupted_round", "predictor_ops", "round_trials",
+__all__ = ["RoundOutcomeFull", "run_round", "interrupted_round", "predictor_ops", "round_trials",
            "shared_job"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RoundContext:
-    """What every round shares."""
-
-    ledger: StudyLedger
-    evaluator: CachedEvaluator
-    budget: LMBudget
-    selector: ModuleSelector
-    sources: Sequence[CandidateSource]
-    acceptance: AcceptanceRule
-    attribution: Any
-    attributor_lm: Any
-    attribution_config: Any
-    valset: Sequence[CaseRef]
-    proposal: ProposalSettings
-    system: str = ""
-    predictors: Sequence[str] = ()
-    local_check: bool = True
-    val_ops: dict[str, int] = field(default_factory=dict)  # each predictor's op calls in a run of the valset
-    routing: FailureRouting | None = None  # None: attribution with `attribution` (`routing.py`)
-    repairs: int = 0  # blamed calls repaired a round, at most (`repairs.py`; 0: none)
-    scoped_replay: bool = False  # a write-path candidate's minibatch re-runs only its evidence-path calls
-    minibatch_runs: dict[int, EvalResult] = field(default_factory=dict)  # round -> its traced minibatch (this run)
-    crew: Crew | None = None  # the workers sharing the study (`crew.py`); None: this process alone
-
-    def validation_calls(self, predictor: str) -> int:
-        """The LM calls validating a candidate for `predictor` takes at least (0: not known)."""
-        return calls_to_rerun(self.val_ops, predictor)
-
-    def plan(self, number: int) -> RoundPlan | None:
-        stored = self.ledger.get(f"round:{number}")
-        return None if stored is None else RoundPlan.from_dict(stored)
 
 
 def predictor_ops(evaluation: EvalResult) -> dict[str, int]:
@@ -104,7 +73,7 @@ class RoundOutcomeFull:
     record: RoundRecord
     program: dspy.Module
     verdicts: list[dict[str, Any]] = field(default_factory=list)
-    budget_hit: bool = False
+    cut: bool = False
 
 
 def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Sequence[CaseRef],
@@ -114,7 +83,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
     evaluation = ctx.evaluator.evaluate(program, minibatch)
     if ctx.routing is not None:
         blame = ctx.routing.route(evaluation, evaluation.failed(), ctx.predictors)
-    elif ctx.crew is not None and len(evaluation.failed()) > 1:
+    elif ctx.runner.shared and len(evaluation.failed()) > 1:
         blame = _shared_blame(ctx, number, program, evaluation)
     else:
         blame = attribute_failures(
@@ -128,6 +97,7 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
     evidence_summary: dict[str, Any] = {}
     checks: list[LocalCase] = []
     repairs = RepairSet()
+    local_set: LocalSet | None = None
     if chosen is not None and not ctx.budget.exhausted():
         if ctx.repairs > 0:
             progress.stage(f"round {number}: repairs")
@@ -140,9 +110,11 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         if ctx.local_check:
             checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.proposal.evidence_cases,
                                  targets={r.case_id: r.added for r in repairs.repairs})
+        if ctx.local is not None:
+            local_set = _local_set(ctx, number, program, chosen, repairs)
         earlier = [plan for plan in map(ctx.plan, range(1, number)) if plan is not None]
         request = SourceRequest(number, program, chosen, evidence, evaluation, ctx.evaluator.memo,
-                                ctx.proposal.candidates, earlier, tuple(repairs.repairs))
+                                ctx.proposal.candidates, earlier, tuple(repairs.repairs), local_set)
         progress.stage(f"round {number}: proposals")
         for source in ctx.sources:
             candidates += source.propose(request, candidates)
@@ -156,15 +128,27 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         repairs=tuple(r.to_dict() for r in repairs.repairs),
         repair_counts=repairs.counts.to_dict() if ctx.repairs > 0 and chosen is not None else {},
         evidence_ops=evidence_scope(evaluation) if ctx.scoped_replay and chosen and not writes_answers(chosen, [evaluation]) else {},
+        local_set=local_set.to_dict() if local_set is not None else {},
     )
     ctx.minibatch_runs[number] = evaluation
     existing = ctx.plan(number)
     if existing is not None:  # another worker sharing the study planned this round first: follow its plan
         return existing
     ctx.ledger.put(f"round:{number}", plan.to_dict())
-    if ctx.crew is not None:  # the workers that run its candidates replay what tracing it recorded
-        ctx.crew.publish()
+    ctx.runner.publish()  # the workers that run its candidates replay what tracing it recorded
     return plan
+
+
+def _local_set(ctx: RoundContext, number: int, program: dspy.Module, chosen: str, repairs: RepairSet) -> LocalSet:
+    """The chosen predictor's local set in a traced run of the training questions (the memo serves what an earlier
+    round traced), a confirmed repair's additions as its call's target, sampled to `local_calls` calls."""
+    assert ctx.local is not None
+    progress.stage(f"round {number}: local set")
+    training = ctx.evaluator.evaluate(program, ctx.trainset)
+    local_set = build_local_set(program, chosen, training, ctx.evaluator.memo).with_repairs(repairs.repairs, training)
+    local_set = local_set.sample(ctx.local.local_calls, seed=number)
+    log.info("round %d: local set of %s: %s", number, chosen, local_set.summary())
+    return local_set
 
 
 def _attribution_job(number: int, program: dspy.Module, case: Any) -> Job:
@@ -177,10 +161,9 @@ def _attribution_job(number: int, program: dspy.Module, case: Any) -> Job:
 def _shared_blame(ctx: RoundContext, number: int, program: dspy.Module, evaluation: EvalResult) -> Blame:
     """The minibatch's failures attributed by whichever workers claim them (`crew.py`): each traces the minibatch
     again from the shared memo, which the planner's trace has just fed."""
-    assert ctx.crew is not None
-    ctx.crew.publish()
+    ctx.runner.publish()
     jobs = [_attribution_job(number, program, case) for case in evaluation.failed()]
-    results = ctx.crew.run(jobs, lambda attrs: attribute_one(ctx, evaluation, attrs))
+    results = ctx.runner.run(jobs, lambda attrs: attribute_one(ctx, evaluation, attrs))
     if cut := next((r["budget"] for r in results.values() if "budget" in r), None):
         raise BudgetExhausted(cut)
     return blame_of([Verdict.from_dict(results[job.key]["verdict"]) for job in jobs], ctx.predictors)
@@ -194,7 +177,7 @@ def attribute_one(ctx: RoundContext, evaluation: EvalResult, attrs: Mapping[str,
         raise MemtraceError(f"case {attrs['case']} did not fail in this worker's trace of round {attrs['round']}")
     verdicts = attribute_cases(failed_cases(evaluation, failed, ctx.system), ctx.attribution, lm=ctx.attributor_lm,
                                config=ctx.attribution_config)
-    return {"verdict": verdicts[0].to_dict(), "worker": ctx.crew.worker if ctx.crew is not None else ""}
+    return {"verdict": verdicts[0].to_dict(), "worker": ctx.runner.worker}
 
 
 def shared_job(ctx: RoundContext, number: int, program: dspy.Module, current_val: float,
@@ -223,7 +206,7 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
         plan = _plan(ctx, number, program, minibatch, history)
     else:
         minibatch = _planned_minibatch(plan, minibatch)
-    tested = RoundTrials(ctx, plan, program, current_val, minibatch).run()
+    tested = RoundTrials(ctx, plan, program, current_val, minibatch).run(policy_for)
     new_program = tested.taken.apply(program) if tested.taken is not None else program
     record = RoundRecord(
         round=number, blame_counts=dict(plan.blame_counts), not_fixable=dict(plan.not_fixable),
@@ -232,7 +215,7 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
         lm_calls=ctx.budget.spent() - spent_before, seconds=time.perf_counter() - started, findings=plan.findings,
         repairs=dict(plan.repair_counts) or None,
     )
-    return RoundOutcomeFull(record, new_program, [dict(v) for v in plan.verdicts], tested.budget_hit)
+    return RoundOutcomeFull(record, new_program, [dict(v) for v in plan.verdicts], tested.cut)
 
 
 def _planned_minibatch(plan: RoundPlan, minibatch: Sequence[CaseRef]) -> list[CaseRef]:

@@ -5,6 +5,7 @@
       .proposal   ProposalSettings    candidates, pattern_rules, evidence_cases     (sources/base.py)
       .demo       DemoSettings        demos, demo_pool, demo_budget, compact_demos, demo_chars (sources/demo_source.py)
       .acceptance AcceptanceSettings  validate_ties, min_val_gain, min_val_questions (gates/acceptance.py)
+      .local      LocalSettings       local_objective, local_margin, local_calls, validate_top (gates/local_objective.py)
 
 One name per knob, end to end: the flag `--demo-budget`, the config file's `optimize: {demo_budget: ...}`, the
 field `DemoSettings.demo_budget`, the argument `predictor_demos(demo_budget=...)` and the constant `DEMO_BUDGET`.
@@ -20,16 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtrace_opt.errors import ConfigError
+from memtrace_opt.optimizers.core.knobs import knob
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceSettings
-from memtrace_opt.optimizers.loop.knobs import knob
+from memtrace_opt.optimizers.gates.local_objective import LocalSettings
 from memtrace_opt.optimizers.sources.base import ProposalSettings
 from memtrace_opt.optimizers.sources.demo_source import DemoSettings
 
 __all__ = ["ADDED_KNOBS", "LEGACY_NAMES", "LoopSettings"]
 
-ADDED_KNOBS = ("repairs", "scoped_replay")  # knobs an earlier release's study name did not digest
+# knobs an earlier release's study name did not digest
+ADDED_KNOBS = ("repairs", "scoped_replay", "local_objective", "local_margin", "local_calls", "validate_top")
 
-_PARTS = {"proposal": ProposalSettings, "demo": DemoSettings, "acceptance": AcceptanceSettings}
+_PARTS = {"proposal": ProposalSettings, "demo": DemoSettings, "acceptance": AcceptanceSettings, "local": LocalSettings}
 
 # the names the knobs had before they took their flags' (a settings dict written by an earlier release, and
 # the study name, which digests the settings under these names so that a run started then still resumes)
@@ -64,6 +67,7 @@ class LoopSettings:
     proposal: ProposalSettings = field(default_factory=ProposalSettings)
     demo: DemoSettings = field(default_factory=DemoSettings)
     acceptance: AcceptanceSettings = field(default_factory=AcceptanceSettings)
+    local: LocalSettings = field(default_factory=LocalSettings)
 
     def __post_init__(self) -> None:
         if self.rounds < 1 or self.patience < 1 or self.proposal.candidates < 1 or self.minibatch < 1:

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from enum import Enum
 
-from memtrace_opt.optimizers.loop.budget import LMBudget
+from memtrace_opt.optimizers.core.budget import LMBudget
 from memtrace_opt.optimizers.loop.records import RoundRecord
 
 __all__ = ["StopPolicy", "StopReason"]

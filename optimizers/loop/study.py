@@ -30,7 +30,7 @@ import optuna
 import sqlalchemy.exc
 from optuna.trial import TrialState
 
-__all__ = ["StudyLedger", "TrialHandle", "default_storage", "heartbeat_seconds"]
+__all__ = ["StudyLedger", "StudyReplyBook", "TrialHandle", "default_storage", "heartbeat_seconds"]
 
 log = logging.getLogger(__name__)
 
@@ -135,16 +135,18 @@ class StudyLedger:
 
     def partial(self, key: str) -> dict[str, Any] | None:
         """The user attributes of an unfinished trial for `key` (a run killed or cut short mid-round) that got
-        as far as its minibatch score, if any."""
+        as far as its ranking score (a minibatch score, or a local objective's `local` counts), if any."""
         for trial in self._with_key(key):
-            if trial.state in (TrialState.FAIL, TrialState.RUNNING) and trial.user_attrs.get("minibatch_score") is not None:
-                return dict(trial.user_attrs)
+            attrs = trial.user_attrs
+            if trial.state in (TrialState.FAIL, TrialState.RUNNING) and (
+                    attrs.get("minibatch_score") is not None or (attrs.get("local") or {}).get("targets") is not None):
+                return dict(attrs)
         return None
 
     def partial_score(self, key: str) -> float | None:
         """The minibatch score an unfinished trial for `key` recorded, if any."""
         attrs = self.partial(key)
-        return None if attrs is None else float(attrs["minibatch_score"])
+        return None if attrs is None or attrs.get("minibatch_score") is None else float(attrs["minibatch_score"])
 
     def trials_count(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -190,6 +192,28 @@ class StudyLedger:
                 log.debug("heartbeat for trial %s failed", trial_id, exc_info=True)
             if stop.wait(storage.get_heartbeat_interval() or HEARTBEAT_SECONDS):
                 return
+
+
+class StudyReplyBook:
+    """A `ReplyBook` (`gates/local_objective.py`) kept in the study, one attribute per `name`: the local objective's
+    replies of a round, so a resumed round (or another worker) re-runs no call twice. Written through after each
+    reply; a reply another worker wrote meanwhile is read on a miss."""
+
+    def __init__(self, ledger: StudyLedger, name: str) -> None:
+        self.ledger, self.name = ledger, name
+        self._lock = threading.Lock()
+        self._replies: dict[str, str] = dict(ledger.get(name) or {})
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            if key not in self._replies:
+                self._replies.update(self.ledger.get(self.name) or {})
+            return self._replies.get(key)
+
+    def put(self, key: str, reply: str) -> None:
+        with self._lock:
+            self._replies = {**(self.ledger.get(self.name) or {}), **self._replies, key: reply}
+            self.ledger.put(self.name, self._replies)
 
 
 def _database(url: str, heartbeat: int) -> optuna.storages.RDBStorage:

@@ -42,32 +42,32 @@ from dspy.teleprompt import Teleprompter
 from memtrace_opt import progress as progress_report
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.usage import UsageTracker
-from memtrace_opt.optimizers.estimate import evaluation_steps
-from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
-from memtrace_opt.optimizers.evaluation.diagnosis import learned_patterns
-from memtrace_opt.optimizers.evaluation.examples import CaseRef, case_refs
-from memtrace_opt.optimizers.evaluation.memo import ReplayMemo, lm_name
-from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
-from memtrace_opt.optimizers.evaluation.program_io import (
+from memtrace_opt.optimizers.core.budget import BudgetExhausted, LMBudget, guard_lm
+from memtrace_opt.optimizers.core.program_io import (
     changed_prompts,
     instructions_digest,
     instructions_of,
     system_name,
 )
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
+from memtrace_opt.optimizers.evaluation.diagnosis import learned_patterns
+from memtrace_opt.optimizers.evaluation.examples import CaseRef, case_refs, evaluation_steps
+from memtrace_opt.optimizers.evaluation.memo import ReplayMemo, lm_name
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
 from memtrace_opt.optimizers.evaluation.qa import MemoryQA, unwrap_memory
 from memtrace_opt.optimizers.evaluation.usage import counting
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
-from memtrace_opt.optimizers.loop.budget import BudgetExhausted, LMBudget, guard_lm
+from memtrace_opt.optimizers.loop.context import RoundContext
 from memtrace_opt.optimizers.loop.crew import Crew, Job, conversation_share, conversations, joined_accuracy
 from memtrace_opt.optimizers.loop.records import OptimizationResult, RoundRecord
 from memtrace_opt.optimizers.loop.rounds import (
-    RoundContext,
     interrupted_round,
     predictor_ops,
     run_round,
     shared_job,
 )
 from memtrace_opt.optimizers.loop.routing import FailureRouting
+from memtrace_opt.optimizers.loop.runner import LocalRunner
 from memtrace_opt.optimizers.loop.selection import ModuleSelector, MostBlamed, RoundOutcome
 from memtrace_opt.optimizers.loop.settings import LoopSettings
 from memtrace_opt.optimizers.loop.stop import StopPolicy, StopReason
@@ -325,7 +325,9 @@ class MemTraceOptimizer(Teleprompter):
             acceptance=self.acceptance_for(len(val)), attribution=self.attribution, attributor_lm=guard(self.attributor_lm),
             attribution_config=self.attribution_config, valset=val, proposal=settings.proposal, system=system,
             predictors=[name for name, _ in memory.named_predictors()], local_check=settings.local_check,
-            routing=self.routing, repairs=settings.repairs, scoped_replay=settings.scoped_replay, crew=crew,
+            routing=self.routing, repairs=settings.repairs, scoped_replay=settings.scoped_replay,
+            runner=crew if crew is not None else LocalRunner(), trainset=order,
+            local=settings.local if settings.local.local_objective else None,
         )
         return _Session(study_name, ledger, budget, prior_calls, ctx, order, StopPolicy(settings.patience),
                         guard(task_lm))
@@ -359,10 +361,11 @@ class MemTraceOptimizer(Teleprompter):
         predictor changed). Workers sharing the study split it by conversation."""
         progress_report.stage("baseline: valset", total=evaluation_steps(val))
         parts = conversations(val)
-        if session.crew is not None and len(parts) > 1:
+        runner = session.ctx.runner
+        if runner.shared and len(parts) > 1:
             jobs = [Job(f"baseline@{key}", {"job": "baseline", "conversation": key}) for key in parts]
-            shares = list(session.crew.run(jobs, lambda attrs: _baseline_share(session.ctx.evaluator, memory, val,
-                                                                                attrs["conversation"])).values())
+            shares = list(runner.run(jobs, lambda attrs: _baseline_share(session.ctx.evaluator, memory, val,
+                                                                          attrs["conversation"])).values())
             accuracy = joined_accuracy(shares)
             ops: Counter[str] = Counter()
             for share in shares:
@@ -408,7 +411,7 @@ class MemTraceOptimizer(Teleprompter):
             progress.reason = StopReason.spent(budget)
             progress.interrupted = interrupted_round(ledger, number, before, f"cut short: {spent}")
             return None
-        record, progress.program, progress.cut = outcome.record, outcome.program, outcome.budget_hit
+        record, progress.program, progress.cut = outcome.record, outcome.program, outcome.cut
         progress.verdicts.extend(outcome.verdicts)
         if progress.cut and not record.accepted:  # spent among its candidates: cut short, it resumes
             session.checkpoint()

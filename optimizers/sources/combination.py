@@ -8,7 +8,7 @@ validation gate and takes it only if it also beats the demos alone.
 
 from __future__ import annotations
 
-from memtrace_opt.optimizers.sources.base import COMBINED, Candidate
+from memtrace_opt.optimizers.core.candidate import COMBINED, Candidate
 
 __all__ = ["combine"]
 

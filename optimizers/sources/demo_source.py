@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtrace_opt.errors import ConfigError
+from memtrace_opt.optimizers.core.candidate import DEMOS, Candidate
+from memtrace_opt.optimizers.core.knobs import knob
+from memtrace_opt.optimizers.core.program_io import demos_of
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
-from memtrace_opt.optimizers.evaluation.program_io import demos_of
-from memtrace_opt.optimizers.loop.knobs import knob
-from memtrace_opt.optimizers.sources.base import DEMOS, Candidate, SourceRequest
+from memtrace_opt.optimizers.sources.base import SourceRequest
 from memtrace_opt.optimizers.sources.demo_context import writes_answers
 from memtrace_opt.optimizers.sources.demos import DEMO_BUDGET, DEMO_CHARS, predictor_demos
 

@@ -2,7 +2,7 @@
 
 Besides the reflection LM's instructions, each round may try one more candidate for the chosen predictor: its
 current instruction with up to N demos, each one of its recorded calls that served a correct answer (the
-call whose output carried the gold answer, see `local_check.correct_calls`), in a case whose answer is right by
+call whose output carried the gold answer, see `evidence.correct_calls`), in a case whose answer is right by
 token F1 too (above the rule's `CORRECT_F1`): the token rule also counts a long answer that holds every gold word among many
 others, and a demo of that teaches the predictor to answer at length. The cases answered best come first: those
 whose answer F1 reaches `CLOSE_F1` (about the gold's words and not many more) before those only above
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,10 +37,10 @@ import dspy
 
 from memtrace_opt.memory.index import rank_texts, rrf_fuse_indices
 from memtrace_opt.metrics import CORRECT_F1
+from memtrace_opt.optimizers.core.evidence import prompt_fields
 from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
-from memtrace_opt.optimizers.evaluation.evidence import without_adapter_tail
+from memtrace_opt.optimizers.evaluation.evidence import correct_calls
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
-from memtrace_opt.optimizers.gates.local_check import correct_calls
 from memtrace_opt.optimizers.sources.demo_context import COMPACT_CHARS, case_anchors, compact_context
 
 __all__ = ["predictor_demos", "closest_first", "compacted", "demo_from_exchange", "well_formed", "DEMO_CHARS",
@@ -53,17 +52,6 @@ DEMO_CHARS = 8000  # about 2k tokens: a longer call (a whole transcript) would c
 # to 1,900 tokens): six of them and the question's own prompt pass the embedded model's 8,192 tokens
 DEMO_BUDGET = 20000
 CLOSE_F1 = 0.8  # an answer this close to the gold by token F1 has few words beyond it: the style to show
-_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
-
-
-def _sections(text: str) -> dict[str, str]:
-    """Field name -> value of the `[[ ## name ## ]]` sections of an adapter message, values stripped."""
-    marks = list(_HEADER.finditer(text))
-    out: dict[str, str] = {}
-    for i, mark in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        out[mark.group(1)] = text[mark.end():end].strip()
-    return out
 
 
 def well_formed(value: str) -> bool:
@@ -85,8 +73,8 @@ def well_formed(value: str) -> bool:
 def demo_from_exchange(signature: Any, prompt: str, response: str) -> dict[str, str] | None:
     """The demo (input and output field values as text) of one recorded call, or None when a field is missing
     or an output is not `well_formed`."""
-    inputs = _sections(without_adapter_tail(prompt))
-    outputs = _sections(response)
+    inputs = prompt_fields(prompt)
+    outputs = prompt_fields(response)
     demo: dict[str, str] = {}
     for name in signature.input_fields:
         if name not in inputs:
@@ -179,7 +167,7 @@ def closest_first(fields: Sequence[str], demos: Sequence[dict[str, str]], like: 
     fused by RRF over all of them), the others after in their order. Only the input fields that differ between
     the calls are compared: a field they share (one conversation's transcript, shown to every question) says
     nothing about which demo resembles a failure, and would drown the field that does (the question)."""
-    queries = [_sections(without_adapter_tail(text)) for text in like]
+    queries = [prompt_fields(text) for text in like]
     varying = [name for name in fields
                if len({d.get(name, "") for d in demos} | {q.get(name, "") for q in queries}) > 1]
     if not demos or not varying:

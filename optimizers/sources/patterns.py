@@ -9,9 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memtrace_opt.optimizers.evaluation.diagnosis import Pattern
-from memtrace_opt.optimizers.sources.base import Candidate, SourceRequest
-from memtrace_opt.optimizers.sources.reflective import origin_patterns, pattern_candidates, proposal_origin
+from memtrace_opt.optimizers.core.candidate import Candidate
+from memtrace_opt.optimizers.core.evidence import Pattern
+from memtrace_opt.optimizers.sources.base import SourceRequest
+from memtrace_opt.optimizers.sources.reflective import (
+    in_patterns,
+    origin_patterns,
+    pattern_candidates,
+    proposal_origin,
+)
 from memtrace_opt.optimizers.sources.replies import same_text
 
 __all__ = ["PatternSource"]
@@ -22,12 +28,12 @@ class PatternSource:
     """Fills the round's instruction slots (`request.slots`) left after `taken`, one found pattern per slot
     (most cases first), skipping a rule an instruction taken already is. With `patterns` (those learned from the
     training golds, `diagnosis.learned_patterns`), the findings are taken in them: their rules, and only the
-    patterns they hold (`ProposalEvidence.in_patterns`)."""
+    patterns they hold (`reflective.in_patterns`)."""
 
     patterns: Sequence[Pattern] | None = None
 
     def propose(self, request: SourceRequest, taken: Sequence[Candidate]) -> list[Candidate]:
-        evidence = request.evidence.in_patterns(self.patterns)
+        evidence = in_patterns(request.evidence, self.patterns)
         known = origin_patterns(evidence)
         found = [c.instruction for c in taken if not c.sets_demos]
         out: list[Candidate] = []

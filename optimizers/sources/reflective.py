@@ -16,20 +16,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import dspy
 
-from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, Finding, Pattern, refine
-from memtrace_opt.optimizers.sources.base import Candidate, SourceRequest
+from memtrace_opt.optimizers.core.candidate import Candidate
+from memtrace_opt.optimizers.core.evidence import Pattern, ProposalEvidence
+from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, refine
+from memtrace_opt.optimizers.sources.base import SourceRequest
 from memtrace_opt.optimizers.sources.replies import (
     adds_nothing,
     case_names,
     case_specific,
-    clip,
-    clip_middle,
     near_echo,
     norm,
     same_text,
@@ -40,8 +40,8 @@ from memtrace_opt.optimizers.sources.replies import (
     without_trace_lines,
 )
 
-__all__ = ["OpEvidence", "ProposalEvidence", "InstructionProposer", "ReflectiveProposer", "ReflectiveSource",
-           "ProposeInstruction", "ProposeRule", "origin_patterns", "pattern_candidates", "proposal_origin"]
+__all__ = ["InstructionProposer", "ReflectiveProposer", "ReflectiveSource", "ProposeInstruction", "ProposeRule",
+           "in_patterns", "origin_patterns", "pattern_candidates", "proposal_origin"]
 
 log = logging.getLogger(__name__)
 
@@ -55,65 +55,10 @@ APPROACHES = (
 )
 
 
-@dataclass(frozen=True)
-class OpEvidence:
-    """One call of the predictor's op in one case: what it was shown and what it produced."""
-
-    case_id: str
-    question: str
-    gold: str
-    prediction: str
-    shown: str
-    produced: str
-    reason: str = ""
-    target: str = ""  # what the step should have produced: a repair confirmed by replay (`evaluation/repairs.py`)
-
-    def render(self, blamed: bool, limit: int = 1500) -> str:
-        """The case in about `limit` characters. Each part is clipped on its own, so what the step produced and
-        why it was blamed always show; the input keeps its start and, mostly, its end (steps read long context
-        first and the new material last). A blamed case with a repair target shows it beside what was produced:
-        a rule is then asked for a concrete difference."""
-        head = "\n".join([f"Question: {clip(self.question, 300)}", f"Gold answer: {clip(self.gold, 200)}",
-                          f"System's answer: {clip(self.prediction, 300)}"])
-        reason = f"\nWhy this step was blamed: {clip(self.reason, 400)}" if blamed and self.reason else ""
-        produced = clip(self.produced, max(200, limit // 3))
-        target = (f"\nWhat it should have produced (with this output the system answers correctly):\n"
-                  f"{clip(self.target, max(200, limit // 3))}") if blamed and self.target else ""
-        room = max(200, limit - len(head) - len(reason) - len(produced) - len(target))
-        return (f"{head}\nThis step was given:\n{clip_middle(self.shown, room)}\n"
-                f"This step produced:\n{produced}{target}{reason}")
-
-
-@dataclass(frozen=True)
-class ProposalEvidence:
-    """Everything the proposer sees about the chosen predictor."""
-
-    predictor: str
-    op_name: str
-    instruction: str
-    failures: Sequence[OpEvidence] = field(default_factory=tuple)
-    successes: Sequence[OpEvidence] = field(default_factory=tuple)
-    findings: Sequence[Finding] = field(default_factory=tuple)  # what the blamed calls have in common
-
-    def with_targets(self, targets: Mapping[str, str]) -> ProposalEvidence:
-        """This evidence with each blamed case's repair target (case id -> what the step should have produced)."""
-        failures = tuple(replace(e, target=targets.get(e.case_id, e.target)) for e in self.failures)
-        return replace(self, failures=failures)
-
-    def with_findings(self, findings: Sequence[Finding]) -> ProposalEvidence:
-        return replace(self, findings=tuple(findings))
-
-    def in_patterns(self, patterns: Sequence[Pattern] | None) -> ProposalEvidence:
-        """This evidence with its findings in `patterns` (`diagnosis.refine`: the patterns learned from the
-        training golds; `()`: no diagnosis at all); None leaves it as it is."""
-        return self if patterns is None else self.with_findings(refine(self.findings, patterns))
-
-    def mistake(self) -> str:
-        """The mistakes the diagnosis found, most cases first, as the reflection LM is told them."""
-        total = len(self.failures)
-        lines = [f"- {finding.pattern.mistake} ({len(finding.cases)} of the blamed cases)"
-                 for finding in self.findings]
-        return "\n".join(lines) if lines else f"(nothing common found in the {total} failed cases: read them)"
+def in_patterns(evidence: ProposalEvidence, patterns: Sequence[Pattern] | None) -> ProposalEvidence:
+    """`evidence` with its findings in `patterns` (`diagnosis.refine`: the patterns learned from the training golds;
+    `()`: no diagnosis at all); None leaves it as it is."""
+    return evidence if patterns is None else evidence.with_findings(refine(evidence.findings, patterns))
 
 
 class InstructionProposer(Protocol):
@@ -308,13 +253,13 @@ class ReflectiveSource:
     """The proposer's instructions for the chosen predictor, at most `request.slots` of them, each with its origin
     (`proposal_origin`: a proposer may append a pattern's rule itself, as `ReflectiveProposer` does with
     `pattern_rules`). With `patterns` (those learned from the training golds, `diagnosis.learned_patterns`), the
-    proposer sees the evidence's findings in them (`ProposalEvidence.in_patterns`); `()` shows it none."""
+    proposer sees the evidence's findings in them (`in_patterns`); `()` shows it none."""
 
     proposer: InstructionProposer
     patterns: Sequence[Pattern] | None = None
 
     def propose(self, request: SourceRequest, taken: Sequence[Candidate]) -> list[Candidate]:
-        evidence = request.evidence.in_patterns(self.patterns)
+        evidence = in_patterns(request.evidence, self.patterns)
         texts = self.proposer.propose(evidence, request.slots)
         known = origin_patterns(evidence)
         return [Candidate.of(request.predictor, text, origin=proposal_origin(text, request.instruction, known))

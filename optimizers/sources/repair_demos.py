@@ -12,8 +12,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memtrace_opt.optimizers.evaluation.program_io import demos_of
-from memtrace_opt.optimizers.sources.base import REPAIR, Candidate, SourceRequest
+from memtrace_opt.optimizers.core.candidate import REPAIR, Candidate
+from memtrace_opt.optimizers.core.program_io import demos_of
+from memtrace_opt.optimizers.sources.base import SourceRequest
 from memtrace_opt.optimizers.sources.demo_source import DemoSettings
 from memtrace_opt.optimizers.sources.demos import demo_size
 

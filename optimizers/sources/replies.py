@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from memtrace_opt.metrics import FUNCTION_WORDS
 
 if TYPE_CHECKING:
-    from memtrace_opt.optimizers.sources.reflective import ProposalEvidence
+    from memtrace_opt.optimizers.core.evidence import ProposalEvidence
 
-__all__ = ["adds_nothing", "case_names", "case_specific", "clip", "clip_middle", "near_echo", "norm", "same_text",
+__all__ = ["adds_nothing", "case_names", "case_specific", "near_echo", "norm", "same_text",
            "unrepeated", "with_rules", "without_commentary", "without_headings", "without_trace_lines"]
 
 
@@ -34,10 +34,6 @@ def same_text(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
-
-def clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 # calendar words: capitalised in English, and no one's name
@@ -80,15 +76,6 @@ def case_specific(text: str, names: set[str]) -> bool:
     """True when `text` names one of the cases' people (`case_names`): a rule about the training conversations'
     people does not carry over to other conversations (a small model often writes one)."""
     return any(re.search(rf"\b{re.escape(name)}\b", text) for name in names)
-
-
-def clip_middle(text: str, limit: int) -> str:
-    """`text` in at most about `limit` characters: its first quarter and the rest from its end."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    start = limit // 4
-    return f"{text[:start].rstrip()}\n[...]\n{text[len(text) - (limit - start - 7):].lstrip()}"
 
 
 def near_echo(a: str, b: str, words: int = 2) -> bool:

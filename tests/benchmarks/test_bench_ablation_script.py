@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memtrace_opt.benchmarks.bench_ablation import main, sentences, variants
-from memtrace_opt.optimizers.evaluation.program_io import instructions_of
+from memtrace_opt.optimizers.core.program_io import instructions_of
 from memtrace_opt.programs import make_program
 
 

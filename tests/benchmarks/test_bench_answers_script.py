@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memtrace_opt.benchmarks.bench_answers import main
-from memtrace_opt.optimizers.evaluation.program_io import save_program
+from memtrace_opt.optimizers.core.program_io import save_program
 from memtrace_opt.programs import make_program
 
 ARGS = ["--system", "long_context", "--lm", "fake", "--data", "sample", "--train", "", "--val", "", "--test", "",

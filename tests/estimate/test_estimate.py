@@ -23,8 +23,8 @@ from memtrace_opt.estimate import (
 )
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec
-from memtrace_opt.optimizers.estimate import compare_estimate, evaluation_steps, optimize_estimate, split_work
-from memtrace_opt.optimizers.evaluation.examples import case_refs, make_examples
+from memtrace_opt.optimizers.comparison.estimate import compare_estimate, optimize_estimate, split_work
+from memtrace_opt.optimizers.evaluation.examples import case_refs, evaluation_steps, make_examples
 from memtrace_opt.optimizers.evaluation.splits import make_splits
 from memtrace_opt.optimizers.loop.settings import LoopSettings
 from memtrace_opt.programs import make_program

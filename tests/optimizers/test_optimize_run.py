@@ -14,7 +14,7 @@ from memtrace_opt.cli import main
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.optimizers import LoopSettings, instructions_of, load_optimized, save_program
 from memtrace_opt.optimizers.comparison.compare import CompareRequest, compare_optimizers
-from memtrace_opt.optimizers.evaluation.program_io import changed_prompts
+from memtrace_opt.optimizers.core.program_io import changed_prompts
 from memtrace_opt.optimizers.optimize import OptimizeRequest, optimize_system
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import RunDir

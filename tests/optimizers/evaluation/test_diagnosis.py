@@ -17,8 +17,9 @@ from memtrace_opt.optimizers import (
     instructions_of,
     with_instruction,
 )
-from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, Finding, diagnose, learned_patterns, refine
-from memtrace_opt.optimizers.evaluation.program_io import demos_of
+from memtrace_opt.optimizers.core.evidence import Finding
+from memtrace_opt.optimizers.core.program_io import demos_of
+from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, diagnose, learned_patterns, refine
 from memtrace_opt.programs.long_context import LongContextMemory
 from memtrace_opt.testing import FakeEngine, Skill, fake_lm
 from memtrace_opt.testing.skills import answer, default_skills

@@ -11,9 +11,10 @@ from optfixtures import ANSWER, BAD_EXTRACT, DECIDE, EXTRACT
 
 from memtrace_opt.memory import OpRole
 from memtrace_opt.optimizers import CachedEvaluator, ReplayMemo, case_refs, make_examples, with_instruction
-from memtrace_opt.optimizers.evaluation.local_set import LocalSet, build_local_set, prompt_fields
+from memtrace_opt.optimizers.core.evidence import prompt_fields
+from memtrace_opt.optimizers.core.repair import Repair
+from memtrace_opt.optimizers.evaluation.local_set import LocalSet, build_local_set
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
-from memtrace_opt.optimizers.evaluation.repairs import Repair
 from memtrace_opt.programs.mem0 import Mem0Config, Mem0Memory, UpdateDecision
 
 

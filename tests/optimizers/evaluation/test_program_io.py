@@ -60,7 +60,7 @@ def test_prompt_changes_name_new_instructions_and_new_demos():
     import dspy
 
     from memtrace_opt.optimizers.comparison.compare import CompareRow
-    from memtrace_opt.optimizers.evaluation.program_io import changed_prompts, demo_changes
+    from memtrace_opt.optimizers.core.program_io import changed_prompts, demo_changes
 
     student = Mem0Memory()
     program = with_instruction(student, EXTRACT, "Write down every fact.")

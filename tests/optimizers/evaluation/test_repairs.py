@@ -11,9 +11,10 @@ from optfixtures import DECIDE, EXTRACT, make_models
 from memtrace_opt.lm import ModelRoles, Models
 from memtrace_opt.lm.roles import ModelSpec
 from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator
+from memtrace_opt.optimizers.core.repair import Repair
 from memtrace_opt.optimizers.evaluation.blame import attribute_failures
 from memtrace_opt.optimizers.evaluation.examples import case_refs
-from memtrace_opt.optimizers.evaluation.repairs import Repair, as_fact, confirmed_repairs
+from memtrace_opt.optimizers.evaluation.repairs import as_fact, confirmed_repairs
 from memtrace_opt.programs.mem0 import Mem0Memory
 from memtrace_opt.testing import FakeEngine, FakeReply, Skill
 from memtrace_opt.testing.skills import default_skills

@@ -16,7 +16,7 @@ def test_the_candidate_is_scored_applied_to_a_copy():
     before = instructions_of(program)[EXTRACT]
     evaluator = ScriptedEvaluator(EXTRACT, {"Better.": 0.75})
     gate = MinibatchGate(evaluator, cases=[], current=0.5, rule=StrictImprovement())
-    assert gate.score(program, Candidate.of(EXTRACT, "Better.")) == 0.75
+    assert gate.score(program, Candidate.of(EXTRACT, "Better.")).value == 0.75
     assert instructions_of(evaluator.ran[0])[EXTRACT] == "Better." and instructions_of(program)[EXTRACT] == before
 
 

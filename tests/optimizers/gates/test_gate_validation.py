@@ -19,14 +19,14 @@ def gate(limit: int | None = None, spent: int = 0, min_delta: float = 0.0) -> Va
 
 def test_a_gain_is_accepted_and_no_gain_rejected():
     program = Mem0Memory()
-    val, decision = gate().run(program, Candidate.of(EXTRACT, "Better."))
-    assert val == 0.7 and decision.status is Status.ACCEPTED and decision.why == "accepted: valset 0.700 > current 0.500"
-    val, decision = gate().run(program, Candidate.of(EXTRACT, "Same."))
+    val, decision = gate().check(program, Candidate.of(EXTRACT, "Better."))
+    assert val.value == 0.7 and decision.status is Status.ACCEPTED and decision.why == "accepted: valset 0.700 > current 0.500"
+    val, decision = gate().check(program, Candidate.of(EXTRACT, "Same."))
     assert decision.status is Status.REJECTED and "does not improve on the current 0.500" in decision.why
 
 
 def test_the_margin_is_part_of_the_decision():
-    _, decision = gate(min_delta=0.25).run(Mem0Memory(), Candidate.of(EXTRACT, "Better."))
+    _, decision = gate(min_delta=0.25).check(Mem0Memory(), Candidate.of(EXTRACT, "Better."))
     assert decision.status is Status.REJECTED and decision.why.endswith("+ 0.250")
 
 

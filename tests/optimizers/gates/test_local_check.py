@@ -12,13 +12,8 @@ from optfixtures import ANSWER, BAD_EXTRACT, EXTRACT, FIXED, make_models
 from memtrace_opt.attribution import GraphView, Verdict
 from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator, LoopSettings, MemTraceOptimizer, case_refs
 from memtrace_opt.optimizers.evaluation.blame import attribute_failures
-from memtrace_opt.optimizers.gates.local_check import (
-    LocalCase,
-    carries,
-    check_candidate,
-    local_cases,
-    reply_parts,
-)
+from memtrace_opt.optimizers.evaluation.carry import carries
+from memtrace_opt.optimizers.gates.local_check import LocalCase, check_candidate, local_cases, reply_parts
 
 USELESS = "Write short notes about the people. Skip anything about time."
 

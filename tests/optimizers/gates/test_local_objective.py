@@ -9,10 +9,10 @@ import pytest
 from optfixtures import BAD_EXTRACT, EXTRACT, FIXED, make_models
 
 from memtrace_opt.optimizers import CachedEvaluator, ReplayMemo, case_refs, make_examples, with_instruction
+from memtrace_opt.optimizers.core.candidate import Candidate
 from memtrace_opt.optimizers.evaluation.local_set import build_local_set
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
 from memtrace_opt.optimizers.gates.local_objective import DictReplyBook, LocalObjective, LocalScore
-from memtrace_opt.optimizers.sources.base import Candidate
 from memtrace_opt.programs.mem0 import Mem0Config, Mem0Memory
 from memtrace_opt.testing import Skill
 from memtrace_opt.testing.skills import default_skills
@@ -53,8 +53,8 @@ def test_a_planted_fault_is_seen_and_the_fixing_instruction_gains(setup) -> None
     models, _, program, local = setup
     with dspy.context(lm=models.task):
         objective = LocalObjective(local, program, models.task)
-        seed = objective.score(Candidate.of(EXTRACT, BAD_EXTRACT))
-        fixed = objective.score(Candidate.of(EXTRACT, FIXED))
+        seed = objective.score(program, Candidate.of(EXTRACT, BAD_EXTRACT))
+        fixed = objective.score(program, Candidate.of(EXTRACT, FIXED))
     assert (seed.carried, seed.gain) == (4, 0) and seed.targets == 9
     assert (fixed.carried, fixed.fixed, fixed.lost, fixed.bloat) == (9, 5, 0, 0)
     assert fixed.beats(2) and not seed.beats(1)
@@ -71,7 +71,7 @@ def test_a_demo_fixes_the_calls_it_was_not_built_from(setup) -> None:
             "facts": json.dumps(["Alice adopted a kitten named Luna on 7 May 2023."])}
     candidate = Candidate(EXTRACT, BAD_EXTRACT, (demo,), "demos", built_from=(source.key,))
     with dspy.context(lm=models.task):
-        score = LocalObjective(local, program, models.task).score(candidate)
+        score = LocalObjective(local, program, models.task).score(program, candidate)
     assert score.own_calls == 1 and score.calls == len(local.calls) - 1
     assert score.targets == local.size - len(source.targets)
     assert score.fixed >= 2 and score.lost == 0
@@ -80,7 +80,7 @@ def test_a_demo_fixes_the_calls_it_was_not_built_from(setup) -> None:
 def test_an_output_past_the_bloat_limit_carries_nothing(setup) -> None:
     models, _, program, local = setup
     with dspy.context(lm=models.task):
-        score = LocalObjective(local, program, models.task).score(Candidate.of(EXTRACT, BAD_EXTRACT + " " + COPY))
+        score = LocalObjective(local, program, models.task).score(program, Candidate.of(EXTRACT, BAD_EXTRACT + " " + COPY))
     assert score.bloat == len(local.calls) and score.carried == 0 and score.lost == local.seed_carried
 
 
@@ -88,9 +88,9 @@ def test_a_resumed_scoring_makes_no_call_twice(setup) -> None:
     models, engine, program, local = setup
     book = DictReplyBook()
     with dspy.context(lm=models.task):
-        first = LocalObjective(local, program, models.task, book).score(Candidate.of(EXTRACT, FIXED))
+        first = LocalObjective(local, program, models.task, book).score(program, Candidate.of(EXTRACT, FIXED))
         calls = len(engine.calls)
-        again = LocalObjective(local, program, models.task, book).score(Candidate.of(EXTRACT, FIXED))
+        again = LocalObjective(local, program, models.task, book).score(program, Candidate.of(EXTRACT, FIXED))
     assert first.lm_calls == len(local.calls) and again.lm_calls == 0
     assert len(engine.calls) == calls
     assert (again.carried, again.fixed) == (first.carried, first.fixed)

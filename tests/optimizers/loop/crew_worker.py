@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from optfixtures import BAD_EXTRACT, EXTRACT, make_models  # noqa: E402
 
 from memtrace_opt.optimizers import LoopSettings, with_instruction  # noqa: E402
-from memtrace_opt.optimizers.evaluation.program_io import save_program  # noqa: E402
+from memtrace_opt.optimizers.core.program_io import save_program  # noqa: E402
 from memtrace_opt.optimizers.optimize import OptimizeRequest, optimize_system  # noqa: E402
 from memtrace_opt.programs.mem0 import Mem0Memory  # noqa: E402
 

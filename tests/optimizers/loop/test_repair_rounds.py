@@ -7,7 +7,7 @@ from optfixtures import ANSWER, DECIDE, EXTRACT, make_models
 
 from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer, instructions_of
 from memtrace_opt.optimizers.comparison.compare import ablation
-from memtrace_opt.optimizers.evaluation.program_io import demos_of
+from memtrace_opt.optimizers.core.program_io import demos_of
 from memtrace_opt.optimizers.loop.selection import RoundOutcome
 
 DATED = ("kitten-when", "marathon-when", "louvre-when", "porto-when")

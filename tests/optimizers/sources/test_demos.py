@@ -11,14 +11,14 @@ from optfixtures import ANSWER, DECIDE, EXTRACT, FIX, add_rules, reflect
 from memtrace_opt.lm import ModelRoles, Models
 from memtrace_opt.lm.roles import ModelSpec
 from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator, LoopSettings, MemTraceOptimizer, case_refs
-from memtrace_opt.optimizers.evaluation.cached import EvalResult
-from memtrace_opt.optimizers.evaluation.metric import AnswerMetric as Metric
-from memtrace_opt.optimizers.evaluation.program_io import (
+from memtrace_opt.optimizers.core.program_io import (
     demos_of,
     instructions_of,
     load_optimized,
     save_program,
 )
+from memtrace_opt.optimizers.evaluation.cached import EvalResult
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric as Metric
 from memtrace_opt.optimizers.sources.demos import CLOSE_F1, demo_from_exchange, demo_size, predictor_demos
 from memtrace_opt.programs.mem0 import Mem0Memory
 from memtrace_opt.testing import FakeCall, FakeEngine, Skill

@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from memtrace_opt.optimizers import Candidate, PatternSource, ProposalEvidence, SourceRequest
-from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, Finding, diagnose, learned_patterns
+from memtrace_opt.optimizers.core.evidence import Finding
+from memtrace_opt.optimizers.evaluation.diagnosis import PATTERNS, diagnose, learned_patterns
 from memtrace_opt.optimizers.sources.replies import with_rules
 
 ANSWER = "answer.predict"

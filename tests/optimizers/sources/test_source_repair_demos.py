@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 from optfixtures import EXTRACT
 
-from memtrace_opt.optimizers.evaluation.repairs import Repair
-from memtrace_opt.optimizers.sources.base import REPAIR
+from memtrace_opt.optimizers.core.candidate import REPAIR
+from memtrace_opt.optimizers.core.repair import Repair
 from memtrace_opt.optimizers.sources.demo_source import DemoSettings
 from memtrace_opt.optimizers.sources.repair_demos import RepairDemosSource
 

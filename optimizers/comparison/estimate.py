@@ -19,21 +19,12 @@ from typing import Any
 from memtrace_opt.attribution.protocol import LM_FREE_METHODS
 from memtrace_opt.data import Conversation
 from memtrace_opt.estimate import CallCost, Cost, Estimate, Rates, Work, count_work
-from memtrace_opt.optimizers.evaluation.examples import CaseRef
 from memtrace_opt.optimizers.loop.settings import LoopSettings
 
-__all__ = ["evaluation_steps", "split_work", "optimize_estimate", "compare_estimate"]
+__all__ = ["split_work", "optimize_estimate", "compare_estimate"]
 
 ATTRIBUTION_CALLS = 3  # LM calls an LM attribution method spends on a failed case, about (graphtrace stops early)
 REFLECTION_REPLY_WORDS = 150  # a proposed instruction, about
-
-
-def evaluation_steps(cases: Iterable[CaseRef]) -> int:
-    """The steps of an evaluation of `cases` as `trace_conversation` reports them: each conversation's sessions
-    and each question (the progress of an optimizer's phases)."""
-    cases = list(cases)
-    sessions = {case.conversation_key: len(case.conversation.sessions) for case in cases}
-    return sum(sessions.values()) + len(cases)
 
 
 def split_work(program: Any, splits: Any, *, judge: bool, reply_cap: int | None) -> Work:
