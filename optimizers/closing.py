@@ -38,7 +38,7 @@ def closing_lines(manifest: Mapping[str, Any], run_dir: Path, *, report_written:
     rounds = [RoundRecord.from_dict(r) for r in manifest.get("rounds") or []]
     optimizer = manifest.get("optimizer") or {}
     lines = [_blame_line(rounds)]
-    lines += _round_lines(rounds)
+    lines += _round_lines(rounds, float((manifest.get("baseline") or {}).get("val_accuracy") or 0.0))
     cut = optimizer.get("interrupted")
     if cut:
         lines.append(f"round {cut.get('round')} cut short ({cut.get('chosen_predictor') or 'no predictor chosen'}): "
@@ -78,11 +78,15 @@ def _not_fixable(name: str, n: int) -> str:
     return f"{n} at {name} (an op with no prompt)"
 
 
-def _round_lines(rounds: Sequence[RoundRecord]) -> list[str]:
+def _round_lines(rounds: Sequence[RoundRecord], baseline: float) -> list[str]:
     shown = rounds if len(rounds) <= MAX_ROUND_LINES else [
         r for i, r in enumerate(rounds) if r.accepted or i == len(rounds) - 1]
     left = [r.round for r in rounds if r.round not in {s.round for s in shown}]
-    lines = [_round_line(r) for r in shown]
+    current, before = baseline, {}
+    for record in rounds:  # each round's valset accuracy before it: the baseline, or the last accepted round's
+        before[record.round] = current
+        current = record.val_accuracy if record.accepted else current
+    lines = [_round_line(r, before[r.round]) for r in shown]
     if left:
         lines.insert(0, f"rounds {', '.join(map(str, left))}: nothing accepted")
     return lines
@@ -92,7 +96,7 @@ def _origin(record: RoundRecord, candidate: CandidateRecord) -> str:
     return candidate.candidate(record.chosen_predictor or "").origin
 
 
-def _round_line(record: RoundRecord) -> str:
+def _round_line(record: RoundRecord, current: float) -> str:
     head = f"round {record.round}"
     if record.chosen_predictor is None:
         failures = sum(record.blame_counts.values()) + sum(record.not_fixable.values())
@@ -102,15 +106,24 @@ def _round_line(record: RoundRecord) -> str:
     head += f", {record.chosen_predictor}"
     if not record.candidates:
         return f"{head}: no candidate proposed; nothing accepted"
-    tried = ", ".join(_tried(record, c) for c in record.candidates if c.minibatch_score is not None or c.val_score is None)
-    validated = ", ".join(f"{_origin(record, c)} {c.val_score:.3f}" for c in record.candidates if c.val_score is not None)
+    if record.local_set:
+        local = record.local_set
+        head += (f" (local set: {local.get('calls')} calls, {local.get('targets')} targets, the seed carries "
+                 f"{local.get('seed_carried')})")
+        tried = ", ".join(_local_tried(record, c) for c in record.candidates if _scored_locally(c))
+        kind = "local objective, net targets"
+    else:
+        tried = ", ".join(_tried(record, c) for c in record.candidates if c.minibatch_score is not None or c.val_score is None)
+        kind = "minibatch"
+    validated = ", ".join(f"{_origin(record, c)} {c.val_score:.3f}{_gains(c, current)}" for c in record.candidates
+                          if c.val_score is not None)
     taken = next((c for c in record.candidates if c.accepted), None)
     if taken is not None:
         verdict = f"{_origin(record, taken)} {taken.why}"
     else:
         furthest = _furthest(record.candidates)
         verdict = f"nothing accepted ({_origin(record, furthest)} {furthest.why})"
-    line = (f"{head}: tried {tried or 'none'} (minibatch); "
+    line = (f"{head}: tried {tried or 'none'} ({kind}); "
             f"{f'validated {validated}' if validated else 'none validated'}; {verdict}")
     repairs = sorted(((k, n) for k, n in (record.repairs or {}).items() if n), key=lambda kv: kv[0] != "tried")
     return line + (f"; repairs: {_counts(dict(repairs))}" if repairs else "")
@@ -122,6 +135,26 @@ def _tried(record: RoundRecord, candidate: CandidateRecord) -> str:
     local = candidate.local or {}
     checked = f" (local check fixed {local.get('fixed')}/{local.get('blamed')})" if local else " (not run)"
     return _origin(record, candidate) + checked
+
+
+def _scored_locally(candidate: CandidateRecord) -> bool:
+    return candidate.local is not None and "targets" in candidate.local
+
+
+def _local_tried(record: RoundRecord, candidate: CandidateRecord) -> str:
+    local = candidate.local or {}
+    gain = int(local.get("fixed", 0)) - int(local.get("lost", 0))
+    extra = f", {local.get('bloat')} bloated" if local.get("bloat") else ""
+    return f"{_origin(record, candidate)} {gain:+d} ({local.get('carried')}/{local.get('targets')}{extra})"
+
+
+def _gains(candidate: CandidateRecord, current: float) -> str:
+    """A validated candidate's local gain beside its valset gain."""
+    if not _scored_locally(candidate):
+        return ""
+    local = candidate.local or {}
+    gain = int(local.get("fixed", 0)) - int(local.get("lost", 0))
+    return f" (local {gain:+d}, valset {(candidate.val_score or 0.0) - current:+.3f})"
 
 
 def _furthest(candidates: Sequence[CandidateRecord]) -> CandidateRecord:

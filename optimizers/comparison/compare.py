@@ -25,7 +25,8 @@ answer op: optimizing without attribution), the ablations of our loop that diffe
 predictor is chosen or whether repairs or the diagnosed patterns are used: memtrace_roundrobin (the predictors in
 program order, GEPA's default), memtrace_all (no attribution: every failure goes to every prompt, the predictors in
 turn), memtrace_norepair (blame without repairs), memtrace_nopatterns (no pattern rules and no diagnosed mistake
-shown to the reflection LM: what the diagnosis is worth), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
+shown to the reflection LM: what the diagnosis is worth), memtrace_nolocal (no local objective: the local check and
+the minibatch rank the candidates, as before), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
 simba, bootstrap, gepa_attributed.
 """
 
@@ -73,7 +74,14 @@ __all__ = ["OURS", "ALL_OPTIMIZERS", "ablation", "AnswerShape", "CompareRequest"
 
 log = logging.getLogger(__name__)
 
-OURS = ("memtrace", "blame_response", "memtrace_roundrobin", "memtrace_all", "memtrace_norepair", "memtrace_nopatterns")
+OURS = ("memtrace", "blame_response", "memtrace_roundrobin", "memtrace_all", "memtrace_norepair", "memtrace_nopatterns",
+        "memtrace_nolocal")
+# the ablations that differ from `memtrace` in one knob of the loop's settings (the others change the routing)
+ABLATION_SETTINGS: dict[str, dict[str, Any]] = {
+    "memtrace_norepair": {"repairs": 0},
+    "memtrace_nopatterns": {"pattern_rules": False},  # no pattern rule, no diagnosed mistake told the reflection LM
+    "memtrace_nolocal": {"local_objective": False},  # the local check and the minibatch rank, as before the local set
+}
 ALL_OPTIMIZERS = (*OURS, *BASELINES)
 DEFAULT_OPTIMIZERS = ("memtrace", "gepa", "mipro", "copro", "simba", "bootstrap", "blame_response")
 
@@ -221,11 +229,8 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     """Our loop on the request; returns the program, LM calls, tokens, what stopped it ("calls", "time" or None
     for its own stop), the calls to its best program and its rounds."""
     method = "blame_response" if name == "blame_response" else request.attribution
-    values: dict[str, Any] = {"budget": request.budget, "time_budget": request.time_budget}
-    if name == "memtrace_norepair":
-        values["repairs"] = 0
-    if name == "memtrace_nopatterns":  # no diagnosis: no pattern rule, no diagnosed mistake told the reflection LM
-        values["pattern_rules"] = False
+    values: dict[str, Any] = {"budget": request.budget, "time_budget": request.time_budget,
+                              **ABLATION_SETTINGS.get(name, {})}
     settings = request.loop.with_values(values)
     order = tuple(n for n, _ in student.named_predictors())
     optimizer = MemTraceOptimizer(

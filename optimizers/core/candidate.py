@@ -12,12 +12,13 @@ import dspy
 
 from memtrace_opt.optimizers.core.program_io import with_instruction
 
-__all__ = ["COMBINED", "DEMOS", "REFLECTION", "REPAIR", "Candidate"]
+__all__ = ["BOOTSTRAPPED", "COMBINED", "DEMOS", "REFLECTION", "REPAIR", "Candidate"]
 
 REFLECTION = "reflection"  # the reflection LM wrote the instruction
 DEMOS = "demos"  # the current instruction with worked examples from the predictor's own correct calls
 COMBINED = "combined"  # the round's best rewrite with its demos candidate's demos
 REPAIR = "repair"  # the current instruction with worked examples made from confirmed repairs (`repair_demos.py`)
+BOOTSTRAPPED = "bootstrapped"  # worked examples from the local set's calls that carried their targets (`local_demos.py`)
 # and "pattern:NAME": a diagnosed pattern's rule appended to the current instruction (`patterns.py`)
 
 

@@ -47,7 +47,7 @@ from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
 from memtrace_opt.programs.common import CHARS_PER_TOKEN
 
 __all__ = ["LOCAL_SET_VERSION", "KeepsLive", "LocalCall", "LocalSet", "LocalTarget", "ReplyReader", "build_local_set",
-           "predictor_op"]
+           "made_from", "predictor_op"]
 
 LOCAL_SET_VERSION = 1
 
@@ -371,3 +371,29 @@ def _input_text(role: OpRole, prompt: str) -> str:
         except ValueError:
             lines.append(value)
     return "\n".join(lines)
+
+
+def made_from(local: LocalSet, demos: Sequence[Mapping[str, Any]] | None, shown: Sequence[str] = ()) -> tuple[str, ...]:
+    """The keys of `local`'s calls a candidate was made from: the calls one of its `demos` shows (every input field
+    as the call's prompt gave it) and the calls whose prompt is among `shown` (what a proposer was shown, the
+    adapter's reply-format reminder left out). The local objective scores the candidate on the other calls."""
+    seen = {" ".join(text.split()) for text in shown}
+    found = []
+    for call in local.calls:
+        fields = prompt_fields(call.prompt)
+        if " ".join(without_adapter_tail(call.prompt).split()) in seen or any(
+                fields and all(_shows(str(demo.get(name, "")), value) for name, value in fields.items())
+                for demo in demos or ()):
+            found.append(call.key)
+    return tuple(found)
+
+
+def _shows(shown: str, value: str) -> bool:
+    """Whether a demo's field shows a call's field: the same text, or a cut of it (most of its lines are lines of
+    the call's: an answer step's demo keeps only the lines around its answer)."""
+    shown, value = shown.strip(), value.strip()
+    if shown == value:
+        return True
+    lines = [line.strip() for line in shown.splitlines() if line.strip()]
+    kept = {line.strip() for line in value.splitlines()}
+    return len(lines) >= 2 and sum(line in kept for line in lines) >= 0.8 * len(lines)

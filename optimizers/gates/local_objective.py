@@ -57,7 +57,7 @@ class LocalSettings:
     `validate_top` of those are validated. The set holds at most `local_calls` calls (a seeded sample, calls the
     seed lost a target on first)."""
 
-    local_objective: bool = knob(False, "Score every candidate on the chosen predictor's local set (its recorded calls "
+    local_objective: bool = knob(True, "Score every candidate on the chosen predictor's local set (its recorded calls "
                                        "that read a training question's evidence, re-run one LM call each) and "
                                        "validate only the best that beat the seed there; off: the local check and "
                                        "the minibatch rank them (default: on).",

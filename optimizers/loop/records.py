@@ -5,10 +5,13 @@
      candidates: [{instruction, minibatch_score, val_score, accepted, why[, local][, demos][, origin]}],
      accepted, val_accuracy, findings: [{pattern, cases}],
      lm_calls, seconds[, repairs: {tried, no_repair, not_confirmed, lineage_rejected, no_demo, kept, confirmed,
-     lm_calls}]}
+     lm_calls}][, local_set: {predictor, role, calls, targets, seed_carried, excluded}]}
 
-A candidate for an upstream predictor carries `local: {blamed, fixed, kept, broken, lm_calls}`, its local check
-(`local_check.py`); one the check rejected has no minibatch score. The demos candidate (the current instruction
+A candidate scored on the local objective (`local_objective.py`, the default) carries `local: {targets, carried,
+seed_carried, fixed, lost, bloat, calls, own_calls, lm_calls}`, on the round's `local_set` less the calls it was
+made from; one below the margin is rejected there and has no minibatch or valset score. With
+`--no-local-objective` a candidate for an upstream predictor carries `local: {blamed, fixed, kept, broken,
+lm_calls}`, its local check (`local_check.py`); one the check rejected has no minibatch score. The demos candidate (the current instruction
 with worked examples from the predictor's own correct calls, `demos.py`) carries `demos`: the predictor's whole
 demo list if it is accepted, one dict of field values per demo. A proposal carries `origin`: "reflection" (the
 reflection LM wrote it) or "pattern:NAME" (a diagnosed pattern's rule appended, `diagnosis.py`); the round's best
@@ -108,6 +111,7 @@ class RoundRecord:
     lm_calls_total: int | None = None  # the optimization's LM calls when the round ended (baseline included)
     findings: list[dict[str, Any]] = field(default_factory=list)  # the diagnosis: [{pattern, cases}]
     repairs: dict[str, int] | None = None  # what became of the blamed calls repaired (`RepairCounts.to_dict()`)
+    local_set: dict[str, Any] | None = None  # the local set's size and the seed's score (`LocalSet.summary()`)
 
     @property
     def accepted_instruction(self) -> str | None:
@@ -135,6 +139,7 @@ class RoundRecord:
             "seconds": round(self.seconds, 2),
             "findings": [dict(f) for f in self.findings],
             **({"repairs": dict(self.repairs)} if self.repairs is not None else {}),
+            **({"local_set": dict(self.local_set)} if self.local_set is not None else {}),
         }
 
     @classmethod
@@ -153,6 +158,7 @@ class RoundRecord:
             lm_calls_total=int(data["lm_calls_total"]) if data.get("lm_calls_total") is not None else None,
             findings=[dict(f) for f in data.get("findings") or []],
             repairs={str(k): int(v) for k, v in data["repairs"].items()} if data.get("repairs") is not None else None,
+            local_set=dict(data["local_set"]) if data.get("local_set") is not None else None,
         )
 
 

@@ -20,7 +20,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dspy
@@ -36,7 +36,7 @@ from memtrace_opt.optimizers.evaluation.blame import Blame, attribute_failures, 
 from memtrace_opt.optimizers.evaluation.cached import EvalResult
 from memtrace_opt.optimizers.evaluation.evidence import build_evidence, describe
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
-from memtrace_opt.optimizers.evaluation.local_set import LocalSet, build_local_set
+from memtrace_opt.optimizers.evaluation.local_set import LocalSet, build_local_set, made_from
 from memtrace_opt.optimizers.evaluation.repairs import confirmed_repairs
 from memtrace_opt.optimizers.evaluation.scoped import evidence_scope
 from memtrace_opt.optimizers.gates.local_check import LocalCase, local_cases
@@ -118,6 +118,14 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         progress.stage(f"round {number}: proposals")
         for source in ctx.sources:
             candidates += source.propose(request, candidates)
+        if local_set is not None:  # what each was made from: the local objective scores it on the other calls
+            shown = [case.shown for case in [*evidence.failures, *evidence.successes]]
+            candidates = [replace(c, built_from=made_from(local_set, c.demo_list(), () if c.sets_demos else shown))
+                          for c in candidates]
+        unique: dict[str, Candidate] = {}
+        for candidate in candidates:  # one trial per prompt: two sources may propose the same one
+            unique.setdefault(candidate.key(number, ""), candidate)
+        candidates = list(unique.values())
     plan = RoundPlan(
         round=number, minibatch=tuple(case.case_id for case in minibatch), minibatch_score=evaluation.accuracy,
         minibatch_ops=predictor_ops(evaluation), blame_counts=blame.counts(), not_fixable=blame.not_fixable,
@@ -214,6 +222,7 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
         candidates=tested.records, accepted=tested.taken is not None, val_accuracy=tested.val,
         lm_calls=ctx.budget.spent() - spent_before, seconds=time.perf_counter() - started, findings=plan.findings,
         repairs=dict(plan.repair_counts) or None,
+        local_set=LocalSet.from_dict(plan.local_set).summary() if plan.local_set else None,
     )
     return RoundOutcomeFull(record, new_program, [dict(v) for v in plan.verdicts], tested.cut)
 

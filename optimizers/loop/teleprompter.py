@@ -74,6 +74,7 @@ from memtrace_opt.optimizers.loop.stop import StopPolicy, StopReason
 from memtrace_opt.optimizers.loop.study import StudyLedger
 from memtrace_opt.optimizers.sources.base import CandidateSource
 from memtrace_opt.optimizers.sources.demo_source import DemosSource
+from memtrace_opt.optimizers.sources.local_demos import LocalDemosSource
 from memtrace_opt.optimizers.sources.patterns import PatternSource
 from memtrace_opt.optimizers.sources.reflective import (
     InstructionProposer,
@@ -178,18 +179,20 @@ class MemTraceOptimizer(Teleprompter):
     def _sources(self, evaluator: CachedEvaluator, reflection_lm: Any, order: Sequence[CaseRef]) -> list[CandidateSource]:
         """The round's candidate sources, in the order they propose: the given ones, else the reflection LM's
         rewrites (a given `proposer`'s), the diagnosed patterns' rules in the slots left, the demos candidate,
-        and with `repairs` the repair-demos candidate. The patterns are learned from the training golds (`order`):
+        with the local objective the demos bootstrapped from the local set, and with `repairs` the repair demos. The patterns are learned from the training golds (`order`):
         the format their rules ask for is the golds' own. With `pattern_rules` off there are none: no pattern
         rule, and no diagnosed mistake shown to the reflection LM."""
         if self.sources is not None:
             return list(self.sources)
-        demos = DemosSource(evaluator, self.settings.demo, pool=order[:self.settings.demo.demo_pool])
+        demos: list[CandidateSource] = [DemosSource(evaluator, self.settings.demo, pool=order[:self.settings.demo.demo_pool])]
+        if self.settings.local.local_objective:
+            demos.append(LocalDemosSource(self.settings.demo))
         repairs = [RepairDemosSource(self.settings.demo)] if self.settings.repairs > 0 else []
         patterns = learned_patterns(c.question.answer for c in order) if self.settings.proposal.pattern_rules else ()
         if self.proposer is not None:
-            return [ReflectiveSource(self.proposer, patterns), demos, *repairs]
+            return [ReflectiveSource(self.proposer, patterns), *demos, *repairs]
         reflective = ReflectiveSource(ReflectiveProposer(lm=reflection_lm, pattern_rules=False), patterns)
-        return [reflective, *([PatternSource(patterns)] if patterns else []), demos, *repairs]
+        return [reflective, *([PatternSource(patterns)] if patterns else []), *demos, *repairs]
 
     def compile(self, student: dspy.Module, *, trainset: Sequence[Any], teacher: Any = None,
                 valset: Sequence[Any] | None = None) -> dspy.Module:

@@ -268,7 +268,7 @@ class RoundTrials:
         candidate = self.candidate_of(attrs["candidates"])
         which = f"{attrs['candidates'][0] + 1}/{len(self.plan.candidates)}" if len(attrs["candidates"]) == 1 else "joined"
         if attrs["job"] == "local":
-            progress.stage(f"round {self.number}: local objective, candidate {which}")
+            progress.stage(f"round {self.number}: candidate {which} (local objective)")
             return self._local_job(candidate).to_dict()
         if attrs["job"] == "minibatch":
             progress.stage(f"round {self.number}: candidate {which}")

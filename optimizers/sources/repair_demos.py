@@ -1,4 +1,4 @@
-"""`RepairDemosSource`: one candidate per round that keeps the chosen predictor's instruction and gives it worked
+"""`RepairDemosSource`: a candidate (with a local set to rank them: one per repair besides) that keeps the chosen predictor's instruction and gives it worked
 examples made from the round's confirmed repairs (`evaluation/repairs.py`): the recorded inputs of a blamed call
 with the output it should have produced. Unlike the demos of `demo_source.py`, these need no correctly answered
 case: on a small model Mem0 gets too few training questions right to draw demos from, while every confirmed
@@ -42,4 +42,10 @@ class RepairDemosSource:
             room -= demo_size(demo)
         if not new:
             return []
-        return [Candidate.of(request.predictor, request.instruction, [*existing, *new], REPAIR)]
+        together = [Candidate.of(request.predictor, request.instruction, [*existing, *new], REPAIR)]
+        if request.local is None or len(new) < 2:
+            return together
+        # with a local objective to tell them apart, each repair is a candidate of its own too: one demo decided
+        # a round before, and two tried went opposite ways
+        return together + [Candidate.of(request.predictor, request.instruction, [*existing, demo], REPAIR)
+                           for demo in new]

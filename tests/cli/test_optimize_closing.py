@@ -21,7 +21,7 @@ def test_the_quick_preset_ends_with_the_closing_lines_and_their_anchor_is_in_the
     assert 4 <= len(closing) <= 8
     assert f"{rounds[0]['chosen_predictor']} " in closing[0]  # the blamed predictor, with its count
     first = next(line for line in closing if line.startswith("round 1, "))
-    assert rounds[0]["chosen_predictor"] in first and "(minibatch)" in first
+    assert rounds[0]["chosen_predictor"] in first and "(local objective, net targets)" in first
     origins = {c.get("origin") or "demos" for c in rounds[0]["candidates"]}
     assert all(origin in first for origin in origins)
     taken = [c for c in rounds[0]["candidates"] if c["accepted"]]

@@ -182,7 +182,8 @@ def test_compare_runs_the_ablations_of_our_loop_as_rows(tmp_path, fake_models):
     data = tmp_path / "toy.json"
     write_locomo(data, ("toy-a", "toy-b", "toy-c"))
     request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
-                             test="toy-c", optimizers=("memtrace_roundrobin", "memtrace_all", "memtrace_norepair"),
+                             test="toy-c", optimizers=("memtrace_roundrobin", "memtrace_all", "memtrace_norepair",
+                                                       "memtrace_nolocal"),
                              budget=40, attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5, rounds=3,
                                                                                     patience=3))
     rows = {row.optimizer: row for row in compare_optimizers(request, models=models).rows}
@@ -194,6 +195,10 @@ def test_compare_runs_the_ablations_of_our_loop_as_rows(tmp_path, fake_models):
     assert set(first["blame_counts"]) == set(order)  # every failure went to every prompt
     assert len(set(first["blame_counts"].values())) == 1
     assert all(not r.get("repairs", {}).get("tried") for r in rows["memtrace_norepair"].details.get("rounds", []))
+    nolocal = rows["memtrace_nolocal"].details  # the local check and the minibatch ranked: no local set
+    tried = [*nolocal.get("rounds", []), *([nolocal["interrupted"]] if nolocal.get("interrupted") else [])]
+    assert tried and all("local_set" not in r for r in tried)
+    assert any(c.get("minibatch_score") is not None for r in tried for c in r["candidates"])
     for name in rows:
         assert (tmp_path / "cmp" / "programs" / f"{name}.json").is_file()
 

@@ -635,6 +635,13 @@
     var holder = h("div", { id: "accuracy-plot" });
     holder.innerHTML = O.plot;  // built in Python, every text escaped
     plot.appendChild(holder);
+    function localText(l) {  // the local objective's counts, or the local check's (--no-local-objective)
+      if (l.targets !== undefined) {
+        return "local: " + (l.fixed - l.lost >= 0 ? "+" : "") + (l.fixed - l.lost) + " net (carried " + l.carried + "/" + l.targets +
+          ", seed " + l.seed_carried + ", lost " + l.lost + (l.bloat ? ", " + l.bloat + " bloated" : "") + ")";
+      }
+      return "local: fixed " + l.fixed + "/" + l.blamed + ", lost " + l.broken + "/" + l.kept;
+    }
     var tbl = h("table", { cls: "t rounds" });
     tbl.appendChild(h("thead", null, h("tr", null, ["Round", "Blame counts", "Not fixable", "Chosen predictor", "Result", "Val acc.", "LM calls"].map(function (x, i) {
       return h("th", { cls: i >= 5 ? "num" : null, text: x });
@@ -650,13 +657,15 @@
         h("td", { cls: "num", text: pct(r.val_accuracy) }), h("td", { cls: "num", text: num(r.lm_calls) })));
       var cands = r.candidates || [];
       body.appendChild(h("tr", { cls: "cand-tr" }, h("td", { colspan: "7" }, h("details", { cls: "cands" },
-        h("summary", { text: cands.length + " candidate" + (cands.length === 1 ? "" : "s") + " for " + (r.chosen_predictor || "?") }),
+        h("summary", { text: cands.length + " candidate" + (cands.length === 1 ? "" : "s") + " for " + (r.chosen_predictor || "?") +
+          (r.local_set ? " · local set: " + r.local_set.calls + " calls, " + r.local_set.targets + " targets, the seed carries " + r.local_set.seed_carried : "") }),
         cands.map(function (cd, i) {
           return h("div", { cls: "cand-row" },
             h("div", { cls: "row" }, plain("#" + (i + 1)), cd.accepted ? plain("accepted", "ok") : plain("rejected", "no"),
               plain("minibatch " + num(cd.minibatch_score, 3)), plain("val " + num(cd.val_score, 3)),
               cd.demos ? plain("+" + cd.demos + " demo" + (cd.demos === 1 ? "" : "s")) : null,
-              cd.local ? plain("local: fixed " + cd.local.fixed + "/" + cd.local.blamed + ", lost " + cd.local.broken + "/" + cd.local.kept) : null,
+              cd.origin ? plain(cd.origin) : null,
+              cd.local ? plain(localText(cd.local)) : null,
               cd.why ? h("span", { cls: "meta", text: cd.why }) : null),
             textBlock(cd.instruction, 400));
         })))));

@@ -204,7 +204,7 @@ def test_a_rewrite_that_passes_the_minibatch_beside_demos_is_validated_with_them
         return answer(call)
 
     models = echo_models(shy_who)
-    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(local_objective=False,
         rounds=1, candidates=1, minibatch=9, demos=2, min_val_questions=1))
     program = with_instruction(LongContextMemory(), ANSWER, planted)
     optimized = opt.compile(program, trainset=examples, valset=examples)
@@ -232,7 +232,7 @@ def test_a_rewrite_is_validated_alone_when_neither_the_demos_nor_the_two_togethe
         return answer(call) if not question.startswith("Who") else {"answer": "I don't know"}
 
     models = echo_models(led_by_examples)
-    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(local_objective=False,
         rounds=1, candidates=1, minibatch=9, demos=2))
     optimized = opt.compile(with_instruction(LongContextMemory(), ANSWER, planted), trainset=examples,
                             valset=examples)
@@ -251,7 +251,7 @@ def test_candidates_the_calls_left_cannot_validate_wait_for_a_resumed_run(exampl
 
     def run(budget: int) -> MemTraceOptimizer:
         opt = MemTraceOptimizer.from_models(echo_models(), attribution="lineage", storage=storage,
-                                            study_name="short", settings=LoopSettings.of(
+                                            study_name="short", settings=LoopSettings.of(local_objective=False,
                                                 rounds=1, candidates=2, minibatch=9, demos=2,
                                                 budget=budget))
         opt.compile(with_instruction(LongContextMemory(), ANSWER, planted), trainset=examples, valset=examples)
@@ -281,7 +281,7 @@ def test_the_calls_left_are_counted_without_the_valset_questions_the_minibatch_a
             return {"answer": "I don't know"}
         return answer(call)
 
-    opt = MemTraceOptimizer.from_models(echo_models(shy_who), attribution="lineage", settings=LoopSettings.of(
+    opt = MemTraceOptimizer.from_models(echo_models(shy_who), attribution="lineage", settings=LoopSettings.of(local_objective=False,
         rounds=2, candidates=1, minibatch=9, demos=2, min_val_questions=1, budget=33))
     opt.compile(with_instruction(LongContextMemory(), ANSWER, planted), trainset=examples, valset=examples)
     (first,) = opt.result.rounds

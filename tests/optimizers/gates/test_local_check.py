@@ -96,7 +96,7 @@ def test_in_the_loop_a_rejected_candidate_never_replays_the_write_path(planted, 
     runs = {}
     for check in (True, False):
         models, engine = make_models()
-        settings = LoopSettings.of(rounds=1, candidates=2, minibatch=5, local_check=check, repairs=0)
+        settings = LoopSettings.of(local_objective=False, rounds=1, candidates=2, minibatch=5, local_check=check, repairs=0)
         opt = MemTraceOptimizer.from_models(models, settings=settings, attribution="lineage",
                                             storage=f"sqlite:///{tmp_path / f'{check}.db'}")
         opt.compile(planted, trainset=examples, valset=examples)

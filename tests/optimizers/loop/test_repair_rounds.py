@@ -65,7 +65,7 @@ def test_the_scoped_minibatch_replay_reruns_only_the_evidence_path_and_answers_a
     runs = {}
     for scoped in (True, False):
         models, _ = make_models()
-        opt = _loop(models, rounds=1, candidates=1, repairs=0, scoped_replay=scoped, minibatch=2)
+        opt = _loop(models, rounds=1, candidates=1, repairs=0, scoped_replay=scoped, minibatch=2, local_objective=False)
         opt.compile(planted, trainset=examples, valset=examples)
         runs[scoped] = opt.result.rounds[0]
     scoped, full = runs[True], runs[False]

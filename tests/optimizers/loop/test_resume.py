@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from optfixtures import EXTRACT, FIX, add_rules, make_models, reflect
 
@@ -73,7 +71,7 @@ def as_version_1(plan: dict) -> dict:
 def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path, planted, examples, monkeypatch,
                                                                         old_plan):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    settings = replace(SETTINGS, local_check=False)  # the kill comes in candidate 2's minibatch run
+    settings = SETTINGS.with_values({"local_check": False, "local_objective": False})  # the kill comes in candidate 2's minibatch run
 
     def dies_on_second_candidate(call: FakeCall) -> dict:
         if "Skip anything about time" in call.instruction:

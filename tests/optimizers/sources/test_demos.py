@@ -89,7 +89,7 @@ def test_demos_stay_within_a_character_budget_counted_with_the_predictor_s_own(e
 
 def test_the_loop_gives_only_the_blamed_predictor_demos_when_they_win(examples, tmp_path):
     models, engine = shy_models()
-    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(rounds=2, candidates=2,
+    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(local_objective=False, rounds=2, candidates=2,
                                                                       minibatch=9, demos=2),
                                         attribution="lineage")
     student = Mem0Memory()
@@ -129,7 +129,7 @@ def test_a_minibatch_with_no_correct_case_still_gets_demos_from_the_training_poo
 
     def run(pool):
         models, _ = shy_models()
-        opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+        opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(local_objective=False,
             rounds=1, candidates=1, minibatch=1, demos=2, demo_pool=pool, seed=seed))
         opt.compile(Mem0Memory(), trainset=examples, valset=examples)
         return opt.result.rounds[0]
@@ -170,7 +170,7 @@ def test_a_rewrite_ahead_on_the_minibatch_is_validated_with_the_demos_and_must_b
                                 Skill(("rules",), add_rules, name="add-rules"),
                                 Skill(("answer",), picky_answer, name="answer"), *default_skills()])
     models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
-    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(local_objective=False,
         rounds=1, candidates=1, minibatch=2, demos=2, seed=seed))
     optimized = opt.compile(Mem0Memory(), trainset=examples, valset=examples)
     assert opt.result.baseline_val == 3 / 9
@@ -196,7 +196,7 @@ def test_demos_a_round_offered_and_the_program_did_not_take_are_not_offered_agai
                                 Skill(("rules",), add_rules, name="add-rules"),
                                 Skill(("answer",), stubborn_answer, name="answer"), *default_skills()])
     models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
-    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(local_objective=False,
         rounds=3, patience=3, candidates=1, minibatch=9, demos=1, validate_ties=True))
     optimized = opt.compile(Mem0Memory(), trainset=examples, valset=examples)
     offered = [[c.demos for c in r.candidates if c.demos is not None and c.origin != "combined"]

@@ -16,7 +16,7 @@ PROMPT = ("[[ ## session_date ## ]]\nMonday, 8 May 2023\n\n[[ ## earlier_message
 
 
 def _request(planted, repairs):
-    return SimpleNamespace(program=planted, predictor=EXTRACT, repairs=repairs,
+    return SimpleNamespace(program=planted, predictor=EXTRACT, repairs=repairs, local=None,
                            instruction=dict(planted.named_predictors())[EXTRACT].signature.instructions)
 
 
