@@ -20,10 +20,12 @@
    and <= 12k tokens per case. Writes `results.json` and `results.md` under --out (with --no-gold-evidence, the
    methods do not see the gold evidence ids and work from pseudo-evidence: `results-pseudo.json` / `.md`).
 
-With `--split human`, nothing is built: the human-labelled split (a bench of natural failures a person
-labelled, `source: human`, kept in the repository with its graphs; `--split-dir` names another) is copied
-under --out and every method is scored on it with the attributor model (by default the embedded one). The
-targets there: graphtrace and counterfactual >= 90% op-level and >= 90% error type, above lineage (which needs
+With `--split dev` or `--split test`, nothing is built: that human-labelled split (a bench of natural failures a
+person labelled, `source: human`, kept in the repository with its graphs; `--split-dir` names another) is copied
+under --out and every method is scored on it with the attributor model (by default the embedded one). `dev` is
+where attribution was developed and tuned; `test` is held out: its labels were written before any method ran on
+it, and nothing is tuned on it (docs/labelling.md). Report the two separately. `--split human` is the old name of
+`dev` and still works. The targets there: graphtrace and counterfactual >= 90% op-level and >= 90% error type, above lineage (which needs
 no LM), >= 20 points above all_at_once, step_by_step and binary_search op-level, median <= 8 LM calls and
 <= 12k tokens per case. results.md then lists every miss: the label, with its rationale, and what the method
 answered, with its reason.
@@ -60,8 +62,11 @@ SYSTEMS = ("long_context", "rag", "mem0", "evermemos")
 # LongMemEval oracle questions, the shortest of their kind (each one is its own conversation)
 LME_SAMPLES = ("66f24dbb", "0f05491a")  # single-session-user, knowledge-update
 BASELINES = ("all_at_once", "step_by_step", "binary_search", "random", "blame_response", "lineage")
-# the human split: natural failures labelled by a person, kept in the repository as a bench with its graphs
-HUMAN_SPLIT = Path(__file__).resolve().parent / "memtracebench" / "splits" / "human"
+# the labelled splits: natural failures labelled by a person, kept in the repository as benches with their graphs;
+# dev is where attribution was developed, test is held out (never tuned on)
+SPLITS_DIR = Path(__file__).resolve().parent / "memtracebench" / "splits"
+LABELLED_SPLITS = ("dev", "test")
+SPLIT_ALIASES = {"human": "dev"}  # the dev split's old name
 HUMAN_METHODS = ("graphtrace", "counterfactual")
 HUMAN_BASELINES = ("all_at_once", "step_by_step", "binary_search")
 
@@ -71,8 +76,8 @@ def parts(args: argparse.Namespace) -> list[tuple[str, str, DataSlice, bool, tup
     move, a cancelled trip) is where Mem0's decisions UPDATE and DELETE what later questions need: it adds
     Mem0's update and deletion faults, which the LoCoMo slice rarely gives."""
     systems = tuple(args.systems.split(","))
-    if args.split == "human":
-        return [("human", "", DataSlice(), False, ())]
+    if args.split in LABELLED_SPLITS:
+        return [(args.split, "", DataSlice(), False, ())]
     if args.data == "sample":
         return [("sample", "sample", DataSlice(), True, systems)]
     return [
@@ -87,7 +92,7 @@ def copy_split(source: Path, out: Path) -> None:
     """The split's cases, manifest and graphs under `out` (verdicts go there, not into the repository); a copy
     already there is refreshed, its verdicts kept."""
     if not (source / "cases.jsonl").is_file():
-        raise SystemExit(f"error: {source}: no human split (cases.jsonl) there; make one with `memtrace serve` and "
+        raise SystemExit(f"error: {source}: no labelled split (cases.jsonl) there; make one with `memtrace serve` and "
                          "`memtrace bench import`, or name it with --split-dir")
     shutil.copytree(source, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("eval", "eval-pseudo"))
 
@@ -199,7 +204,7 @@ def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save:
 
 
 def human_targets(results: dict[str, Any]) -> list[tuple[str, bool]]:
-    """The targets on the human split (see the module docstring), for graphtrace and counterfactual."""
+    """The targets on a labelled split (see the module docstring), for graphtrace and counterfactual."""
     methods = results["methods"]
     checks = []
     for name in (m for m in HUMAN_METHODS if m in methods):
@@ -221,7 +226,7 @@ def human_targets(results: dict[str, Any]) -> list[tuple[str, bool]]:
 
 
 def targets(results: dict[str, Any], split: str = "built") -> list[tuple[str, bool]]:
-    if split == "human":
+    if split in LABELLED_SPLITS:
         return human_targets(results)
     methods = results["methods"]
     if "graphtrace" not in methods:
@@ -241,7 +246,7 @@ def targets(results: dict[str, Any], split: str = "built") -> list[tuple[str, bo
 
 
 def table(results: dict[str, Any], split: str = "built") -> str:
-    source, short = ("human", "hum") if split == "human" else ("injected", "inj")
+    source, short = ("human", "hum") if split in LABELLED_SPLITS else ("injected", "inj")
     header = ["method", "cases", source, f"type acc ({short})", f"op acc ({short})", "type acc (all)", "op acc (all)",
               "median LM calls", "median tokens", "LM calls total", "seconds", "errors"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -294,11 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-gold-evidence", action="store_true",
                         help="hide the gold evidence ids from the methods (they use pseudo-evidence, as on data without "
                              "them); scores go to results-pseudo.json/.md, verdicts to each part's eval-pseudo/")
-    parser.add_argument("--split", choices=("built", "human"), default="built",
-                        help="built: build a bench on the slices and score it; human: score the human-labelled split")
-    parser.add_argument("--split-dir", type=Path, default=HUMAN_SPLIT, help="the human split (a bench directory)")
+    parser.add_argument("--split", choices=("built", *LABELLED_SPLITS, *SPLIT_ALIASES), default="built",
+                        help="built: build a bench on the slices and score it; dev: score the human-labelled split "
+                             "attribution was developed on; test: score the held-out human-labelled split (report it "
+                             "apart from dev, never tune on it); human: the old name of dev")
+    parser.add_argument("--split-dir", type=Path, default=None,
+                        help="the labelled split to score (a bench directory; default: the repository's split named by "
+                             "--split)")
     parser.add_argument("--out", type=Path, default=Path("runs") / f"bench-attribution-{time.strftime('%Y%m%d-%H%M%S')}")
     args = parser.parse_args(argv)
+    args.split = SPLIT_ALIASES.get(args.split, args.split)
 
     methods = [m for m in args.methods.split(",") if m]
     unknown = sorted(set(methods) - set(method_names()))
@@ -307,14 +317,14 @@ def main(argv: list[str] | None = None) -> int:
     roles = ModelRoles(task=ModelSpec(model=args.lm), attributor=ModelSpec(model=args.attributor_lm or args.lm))
     models = Models.from_roles(roles)
     progress.watch(models.usage)
-    if args.split == "human":
-        copy_split(args.split_dir, args.out / "human")
+    if args.split in LABELLED_SPLITS:
+        copy_split(args.split_dir or SPLITS_DIR / args.split, args.out / args.split)
     elif not args.eval_only:
         build(args, models)
     args.out.mkdir(parents=True, exist_ok=True)
     header = (f"task LM {args.lm}, attributor {args.attributor_lm or args.lm}"
               f"{', gold evidence hidden (pseudo-evidence)' if args.no_gold_evidence else ''}"
-              f"{', the human-labelled split' if args.split == 'human' else ''}")
+              f"{f', the human-labelled {args.split} split' if args.split in LABELLED_SPLITS else ''}")
     name = results_name(args)
 
     def save(results: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -323,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         checks = targets(results, args.split)
         results["targets"] = [{"target": line, "met": ok} for line, ok in checks]
         (args.out / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        missed = misses_text(results) if args.split == "human" else ""
+        missed = misses_text(results) if args.split in LABELLED_SPLITS else ""
         (args.out / f"{name}.md").write_text(
             f"MemTraceBench, {results['cases']} cases scored; {header}\n\n{table(results, args.split)}\n\n"
             + "\n".join(f"- {'met' if ok else 'missed'}: {line}" for line, ok in checks) + "\n"

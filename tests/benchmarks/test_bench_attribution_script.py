@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from memtrace_opt.benchmarks.bench_attribution import main, pick
 from memtrace_opt.benchmarks.memtracebench import BenchCase, Label
 
@@ -70,13 +72,14 @@ def _human_split(tmp_path):
     return tmp_path / "split"
 
 
-def test_the_human_split_is_scored_with_its_targets_and_misses(tmp_path):
+def test_the_dev_split_is_scored_with_its_targets_and_misses(tmp_path):
     split = _human_split(tmp_path)
     out = tmp_path / "attr"
-    status = main(["--lm", "fake", "--split", "human", "--split-dir", str(split), "--embedder", "hash",
+    status = main(["--lm", "fake", "--split", "dev", "--split-dir", str(split), "--embedder", "hash",
                    "--methods", "lineage,graphtrace,blame_response,all_at_once", "--out", str(out)])
     results = json.loads((out / "results.json").read_text())
-    assert results["split"] == "human" and results["cases"] == 3
+    assert results["split"] == "dev" and results["cases"] == 3
+    assert (out / "dev" / "cases.jsonl").is_file()  # the copy scored, named after the split
     assert not (split / "eval").exists()  # verdicts go under --out, not into the split kept in the repository
     blame = results["methods"]["blame_response"]
     # right on the response failure; on the retrieval one it names op:19 (the answer op), one of the two acceptable
@@ -91,11 +94,31 @@ def test_the_human_split_is_scored_with_its_targets_and_misses(tmp_path):
     assert not any("injected" in line for line in lines)
     text = (out / "results.md").read_text()
     assert "op acc (hum)" in text and "## Misses on the human labels" in text and "### blame_response: 2 missed" in text
+    assert "the human-labelled dev split" in text
     assert status == (0 if all(t["met"] for t in results["targets"]) else 1)
 
 
-def test_a_missing_human_split_is_one_line(tmp_path):
-    import pytest
+@pytest.mark.parametrize(("flag", "name"), [("human", "dev"), ("test", "test")])
+def test_the_old_name_human_scores_dev_and_test_is_scored_as_its_own_split(tmp_path, flag, name):
+    split = _human_split(tmp_path)
+    out = tmp_path / "attr"
+    main(["--lm", "fake", "--split", flag, "--split-dir", str(split), "--embedder", "hash", "--methods",
+          "lineage,graphtrace", "--out", str(out)])
+    results = json.loads((out / "results.json").read_text())
+    assert results["split"] == name and results["methods"]["graphtrace"]["human"]["n"] == 3
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [name]  # the copy is named after the split
+    assert any(t["target"].startswith("graphtrace op-level on human labels") for t in results["targets"])
+    assert f"the human-labelled {name} split" in (out / "results.md").read_text()
 
-    with pytest.raises(SystemExit, match="no human split"):
-        main(["--lm", "fake", "--split", "human", "--split-dir", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
+
+def test_a_missing_labelled_split_is_one_line(tmp_path):
+    for split in ("dev", "test"):
+        with pytest.raises(SystemExit, match="no labelled split"):
+            main(["--lm", "fake", "--split", split, "--split-dir", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
+
+
+def test_each_labelled_split_defaults_to_the_repository_copy():
+    from memtrace_opt.benchmarks import bench_attribution
+
+    assert bench_attribution.SPLITS_DIR.name == "splits" and bench_attribution.SPLIT_ALIASES == {"human": "dev"}
+    assert (bench_attribution.SPLITS_DIR / "dev" / "cases.jsonl").is_file()

@@ -1,5 +1,6 @@
-"""The human-labelled split kept in the repository: natural failures of the embedded model, labelled by reading
-their traces (docs/labelling.md). Its labels must stay loadable, checkable against their graphs and replayable."""
+"""The human-labelled splits kept in the repository (dev, where attribution was developed; test, held out):
+natural failures of the embedded model, labelled by reading their traces (docs/labelling.md). Their labels must
+stay loadable, checkable against their graphs and replayable."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from memtrace_opt.attribution import ERROR_TYPES, GOLD, GraphView, load_case_gra
 from memtrace_opt.benchmarks.memtracebench import load_bench
 from memtrace_opt.benchmarks.memtracebench.human import human_case_id, human_run
 
-SPLIT = Path(__file__).resolve().parents[3] / "benchmarks" / "memtracebench" / "splits" / "human"
+SPLITS = Path(__file__).resolve().parents[3] / "benchmarks" / "memtracebench" / "splits"
+SPLIT = SPLITS / "dev"
 SYSTEMS = ("long_context", "rag", "mem0", "evermemos")
 
 
