@@ -69,6 +69,9 @@ class OptimizeSection(_Strict):
     local_margin: Optional[int] = Field(None, ge=1)  # noqa: UP045
     local_calls: Optional[int] = Field(None, ge=1)  # noqa: UP045
     validate_top: Optional[int] = Field(None, ge=1)  # noqa: UP045
+    settings: Optional[bool] = None  # noqa: UP045
+    settings_trials: Optional[int] = Field(None, ge=1)  # noqa: UP045
+    cost_limit: Optional[float] = Field(None, ge=1)  # noqa: UP045
     attribution: Optional[str] = None  # noqa: UP045
     judge: Optional[bool] = None  # noqa: UP045
     storage: Optional[str] = None  # noqa: UP045

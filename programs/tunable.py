@@ -22,7 +22,7 @@ from typing import Any
 
 from memtrace_opt.errors import ConfigError
 
-__all__ = ["Tunable", "tunable", "tunables", "tunables_for"]
+__all__ = ["Tunable", "changed_settings", "tunable", "tunables", "tunables_for"]
 
 _KEY = "memtrace_tunable"
 

@@ -267,7 +267,7 @@ def _override_loop(request: Any, values: dict[str, Any]) -> Any:
 def compare_command(
     system: Annotated[Optional[str], typer.Option("--system", "-s", help=SYSTEM_HELP)] = None,  # noqa: UP045
     data: Annotated[Optional[str], typer.Option("--data", "-d", help="PATH[:SAMPLE_ID], or locomo / longmemeval / sample.")] = None,  # noqa: UP045
-    optimizers: Annotated[str, typer.Option(help="Comma-separated: memtrace, gepa, mipro, copro, simba, bootstrap, blame_response, gepa_attributed, memtrace_roundrobin, memtrace_all, memtrace_norepair, memtrace_nopatterns, memtrace_nolocal.")] = "memtrace,gepa,mipro,copro,simba,bootstrap,blame_response",
+    optimizers: Annotated[str, typer.Option(help="Comma-separated: memtrace, gepa, mipro, copro, simba, bootstrap, blame_response, gepa_attributed, memtrace_roundrobin, memtrace_all, memtrace_norepair, memtrace_nopatterns, memtrace_nolocal, memtrace_promptonly, optuna_blind.")] = "memtrace,gepa,mipro,copro,simba,bootstrap,blame_response",
     budget: Annotated[int, typer.Option(help="LM calls each optimizer may spend (task + reflection [+ attributor]).", **_bounded("optimize.budget"))] = 200,
     time_budget: Annotated[Optional[float], typer.Option(help="And at most this many seconds each (wall time).", **_bounded("optimize.time_budget"))] = None,  # noqa: UP045
     train: Annotated[Optional[str], typer.Option(help=f"{IDS_HELP} to optimize on.")] = None,  # noqa: UP045
@@ -295,7 +295,7 @@ def compare_command(
     Writes compare.md and compare.json (held-out accuracy before/after, the questions each optimizer fixed and
     broke with a paired 95% interval and sign test, LM calls, tokens, wall time per optimizer), compare.png
     (accuracy against LM calls) and programs/<optimizer>.json (each optimized program) under --out. The loop's
-    flags (--rounds, --patience, --demos, --min-val-gain, ...) set our loop (`memtrace`, `blame_response` and the ablations `memtrace_roundrobin`, `memtrace_all`, `memtrace_norepair`, `memtrace_nopatterns`, `memtrace_nolocal`).
+    flags (--rounds, --patience, --demos, --min-val-gain, ...) set our loop (`memtrace`, `blame_response` and the ablations `memtrace_roundrobin`, `memtrace_all`, `memtrace_norepair`, `memtrace_nopatterns`, `memtrace_nolocal`, `memtrace_promptonly`).
     """
     from memtrace_opt.lm.roles import check_roles
     from memtrace_opt.optimizers.comparison.compare import compare_optimizers

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from contextvars import ContextVar
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import dspy
 
@@ -27,6 +27,7 @@ __all__ = [
     "LMOperation",
     "OperationFailed",
     "ReplayControl",
+    "ScopingControl",
     "ACTIVE_REPLAY",
     "is_operation",
 ]
@@ -44,9 +45,18 @@ class ReplayControl(Protocol):
     `lookup` returns the JSON outputs the op must return instead of running (a forced output, or a recorded
     output whose content key matches), or None to run live. It must not raise. `source` says why, for the
     trace: "forced" or "memo".
+
+    A control may also scope a run (`ScopingControl`): asked after `lookup` found nothing, its `skips(op, inputs)`
+    says whether the call is outside the replay's scope; a skipped call returns the op's `skipped_outputs()`,
+    marked "scoped" (a replay that re-runs only the calls of a question's evidence, `optimizers/gates/settings.py`).
     """
 
     def lookup(self, op: Operation, key: str) -> tuple[dict[str, Any], str] | None: ...
+
+
+@runtime_checkable
+class ScopingControl(ReplayControl, Protocol):
+    def skips(self, op: Operation, inputs: dict[str, Any]) -> bool: ...
 
 
 ACTIVE_REPLAY: ContextVar[ReplayControl | None] = ContextVar("memtrace_active_replay", default=None)
@@ -70,12 +80,19 @@ class Operation(dspy.Module):
         control = ACTIVE_REPLAY.get()
         if control is not None and not self.writes_store:
             found = control.lookup(self, self.content_key(inputs))
+            if found is None and isinstance(control, ScopingControl) and control.skips(self, inputs):
+                found = to_jsonable(self.skipped_outputs()), "scoped"
             if found is not None:
                 outputs, source = found
                 prediction = dspy.Prediction(**from_jsonable(outputs))
                 prediction._memtrace_replayed = source
                 return prediction
         return self.run(**inputs)
+
+    def skipped_outputs(self) -> dict[str, Any]:
+        """What the op returns when a scoped replay skips it: for an LM-backed op, each output field empty (a list
+        `[]`, a text `""`, a flag `False`), as when its LM call fails; a plain op is never skipped."""
+        return {"error": None}
 
     def run(self, *args: Any, **inputs: Any) -> dspy.Prediction:  # pragma: no cover - abstract
         """Subclasses declare their own named inputs (the `*args` form lets type checkers accept that)."""
@@ -109,6 +126,14 @@ class LMOperation(Operation):
 
     def _demos(self) -> list[Any]:
         return [to_jsonable(dict(d)) for d in (self.predict.demos or [])]
+
+    def skipped_outputs(self) -> dict[str, Any]:
+        empty = {list: [], str: "", bool: False, dict: {}, int: 0, float: 0.0}
+        out: dict[str, Any] = {}
+        for name, field in self.predict.signature.output_fields.items():
+            kind = getattr(field.annotation, "__origin__", field.annotation)
+            out[name] = empty.get(kind) if isinstance(kind, type) else None
+        return {**out, "error": None}
 
     def ask(self, **inputs: Any) -> dspy.Prediction:
         """One LM call; an unparseable reply is retried once (bypassing the cache), then OperationFailed."""

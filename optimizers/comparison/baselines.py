@@ -63,6 +63,7 @@ class _Setup:
     budget: int
     seed: int
     context: QAContext
+    answer_metric: AnswerMetric | None = None  # the comparison's metric itself (a search scoring programs directly)
 
 
 def _gepa(setup: _Setup, selector: Any = "round_robin") -> dspy.Module:
@@ -122,6 +123,13 @@ def _simba(setup: _Setup) -> dspy.Module:
     return optimizer.compile(setup.student, trainset=setup.trainset, seed=setup.seed)
 
 
+def _optuna_blind(setup: _Setup) -> dspy.Module:
+    from memtrace_opt.optimizers.comparison.optuna_blind import blind_search
+
+    return blind_search(setup.student.memory, setup.trainset, setup.valset, task_lm=setup.models.task,
+                        memo=setup.context.memo, metric=setup.answer_metric or AnswerMetric(), seed=setup.seed)
+
+
 def _bootstrap(setup: _Setup) -> dspy.Module:
     optimizer = dspy.BootstrapFewShot(metric=setup.metric, max_bootstrapped_demos=1, max_labeled_demos=0,
                                       max_rounds=1)
@@ -146,6 +154,7 @@ BASELINES: dict[str, Callable[[_Setup], dspy.Module]] = {
     "simba": _simba,
     "bootstrap": _bootstrap,
     "gepa_attributed": _gepa_attributed,
+    "optuna_blind": _optuna_blind,
 }
 
 
@@ -181,7 +190,7 @@ def run_baseline(
     setup = _Setup(
         student=student, trainset=list(trainset), valset=list(valset), metric=book.wrap(dspy_metric(metric)),
         feedback_metric=book.wrap(dspy_metric(metric, feedback=True)), models=guarded, budget=budget, seed=seed,
-        context=context,
+        context=context, answer_metric=metric,
     )
     started = time.perf_counter()
     stopped, error = False, None

@@ -26,8 +26,9 @@ predictor is chosen or whether repairs or the diagnosed patterns are used: memtr
 program order, GEPA's default), memtrace_all (no attribution: every failure goes to every prompt, the predictors in
 turn), memtrace_norepair (blame without repairs), memtrace_nopatterns (no pattern rules and no diagnosed mistake
 shown to the reflection LM: what the diagnosis is worth), memtrace_nolocal (no local objective: the local check and
-the minibatch rank the candidates, as before), and the DSPy adapters of `baselines.py`: gepa, mipro, copro,
-simba, bootstrap, gepa_attributed.
+the minibatch rank the candidates, as before), memtrace_promptonly (no settings search: prompts only), and the DSPy
+adapters of `baselines.py`: gepa, mipro, copro,
+simba, bootstrap, gepa_attributed, and optuna_blind (`optuna_blind.py`: the settings search with no attribution).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
 from memtrace_opt.optimizers.comparison.paired import PairedDelta, paired_delta
 from memtrace_opt.optimizers.comparison.plot import plot_accuracy_vs_calls, points_from_rows
 from memtrace_opt.optimizers.core.budget import LMBudget
-from memtrace_opt.optimizers.core.program_io import changed_prompts, demo_changes, save_program
+from memtrace_opt.optimizers.core.program_io import changed_prompts, demo_changes, save_program, settings_of
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import (
     case_refs,
@@ -60,7 +61,7 @@ from memtrace_opt.optimizers.evaluation.examples import (
     resolve_conversation,
 )
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
-from memtrace_opt.optimizers.evaluation.qa import QAContext
+from memtrace_opt.optimizers.evaluation.qa import QAContext, unwrap_memory
 from memtrace_opt.optimizers.evaluation.splits import SplitRequest, make_splits, same_splits
 from memtrace_opt.optimizers.loop.round_robin import RoundRobin
 from memtrace_opt.optimizers.loop.routing import EveryPredictor
@@ -75,12 +76,13 @@ __all__ = ["OURS", "ALL_OPTIMIZERS", "ablation", "AnswerShape", "CompareRequest"
 log = logging.getLogger(__name__)
 
 OURS = ("memtrace", "blame_response", "memtrace_roundrobin", "memtrace_all", "memtrace_norepair", "memtrace_nopatterns",
-        "memtrace_nolocal")
+        "memtrace_nolocal", "memtrace_promptonly")
 # the ablations that differ from `memtrace` in one knob of the loop's settings (the others change the routing)
 ABLATION_SETTINGS: dict[str, dict[str, Any]] = {
     "memtrace_norepair": {"repairs": 0},
     "memtrace_nopatterns": {"pattern_rules": False},  # no pattern rule, no diagnosed mistake told the reflection LM
     "memtrace_nolocal": {"local_objective": False},  # the local check and the minibatch rank, as before the local set
+    "memtrace_promptonly": {"settings": False},  # prompts only: no settings search
 }
 ALL_OPTIMIZERS = (*OURS, *BASELINES)
 DEFAULT_OPTIMIZERS = ("memtrace", "gepa", "mipro", "copro", "simba", "bootstrap", "blame_response")
@@ -127,16 +129,30 @@ class CompareRow:
     answers: AnswerShape | None = None  # the held-out answers' mean F1 and length, before and after
     stopped_by: str | None = None  # with stopped_by_budget: "calls" (the LM-call budget) or "time" (the clock)
     estimated_seconds: float | None = None  # what the estimate at the start said `seconds` would be (None: none made)
+    settings_changed: dict[str, list[Any]] = field(default_factory=dict)  # setting -> [seed's, optimized]
+    cost: dict[str, float] = field(default_factory=dict)  # the program's cost on the held-out conversations, and the seed's
 
     def changed_label(self) -> str:
-        """The table's `changed` cell: each changed predictor, with its demo count where its demos changed."""
+        """The table's `changed` cell: each changed predictor, with its demo count where its demos changed, and
+        each changed setting."""
         def label(name: str) -> str:
             if name not in self.demos:
                 return name
             count = self.demos[name]
             return f"{name} ({count} demo{'' if count == 1 else 's'})"
 
-        return ", ".join(label(name) for name in self.changed_predictors) or "-"
+        def value(v: Any) -> str:
+            return f"{v:.2f}" if isinstance(v, float) else str(v)
+
+        settings = [f"{name} {value(old)} -> {value(new)}" for name, (old, new) in self.settings_changed.items()]
+        return ", ".join([*map(label, self.changed_predictors), *settings]) or "-"
+
+    def cost_cell(self) -> str:
+        """LM calls per conversation and prompt words per answer, the seed's -> the optimized program's."""
+        if not self.cost:
+            return "-"
+        return (f"{self.cost['seed_calls_per_conversation']:.1f} -> {self.cost['calls_per_conversation']:.1f} / "
+                f"{self.cost['seed_prompt_words_per_answer']:.0f} -> {self.cost['prompt_words_per_answer']:.0f}")
 
     @property
     def delta(self) -> float | None:
@@ -188,8 +204,8 @@ class CompareSummary:
     def markdown(self, title: str = "") -> str:
         lines = [f"### {title}" if title else "", "",
                  "| optimizer | held-out before | held-out after | delta | fixed / broken | 95% CI, p | mean F1 | words "
-                 "| LM calls | to best | tokens | wall s | stop | changed |",
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                 "| cost: calls / conv, prompt words / answer | LM calls | to best | tokens | wall s | stop | changed |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for row in self.rows:
             after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
             delta = "" if row.delta is None else f"{row.delta * 100:+.1f} pts"
@@ -198,7 +214,7 @@ class CompareSummary:
             moved, interval = row.paired.cells() if row.paired else ("-", "-")
             f1, words = row.answers.cells() if row.answers else ("-", "-")
             lines.append(f"| {row.optimizer} | {row.baseline_accuracy:.3f} | {after} | {delta} | {moved} | {interval} | "
-                         f"{f1} | {words} | {row.lm_calls} | "
+                         f"{f1} | {words} | {row.cost_cell()} | {row.lm_calls} | "
                          f"{to_best} | {row.tokens} | {row.seconds:.0f} | {stop} | {row.changed_label()} |")
         lines.append("")
         lines.append(f"{self.test_questions} held-out questions; fixed / broken: questions wrong before and right after, "
@@ -207,7 +223,9 @@ class CompareSummary:
                      "→ after (the token rule counts a long answer holding the gold words as right; F1 does not); "
                      "LM calls are task + reflection (+ attributor) calls; "
                      "'to best': LM calls spent when the returned program was first reached; stop: the LM-call "
-                     "budget (calls), the time budget (time) or the optimizer's own stop (own).")
+                     "budget (calls), the time budget (time) or the optimizer's own stop (own); cost: the program's "
+                     "LM calls per held-out conversation and prompt words per answer, by a dry run, the unoptimized "
+                     "program's -> the optimized one's.")
         return "\n".join(lines).lstrip() + "\n"
 
 
@@ -435,9 +453,26 @@ def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val
         answers = AnswerShape.of(before, after)
         # the winner is ready to deploy: `memtrace run --program DIR/programs/NAME.json`
         save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})
+    settings = {k: [v, settings_of(program)[k]] for k, v in settings_of(student).items() if settings_of(program)[k] != v}
     return CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
                       changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
-                      paired, answers, stopped_by)
+                      paired, answers, stopped_by, settings_changed=settings,
+                      cost=_costs(student, program, test_cases) if error is None else {})
+
+
+def _costs(student: Any, program: Any, cases: Any) -> dict[str, float]:
+    """The seed's and the optimized program's cost on the held-out conversations (`program_cost`)."""
+    from memtrace_opt.optimizers.gates.settings import program_cost
+
+    try:
+        seed, now = program_cost(unwrap_memory(student), cases), program_cost(unwrap_memory(program), cases)
+    except Exception as error:  # noqa: BLE001 - a program the scripted fake LM cannot run has no dry-run cost
+        log.warning("no cost for the table: the dry run failed (%s)", error)
+        return {}
+    return {"calls_per_conversation": round(now.calls_per_conversation, 2),
+            "prompt_words_per_answer": round(now.prompt_words_per_answer, 1),
+            "seed_calls_per_conversation": round(seed.calls_per_conversation, 2),
+            "seed_prompt_words_per_answer": round(seed.prompt_words_per_answer, 1)}
 
 
 def _timing(estimated: dict[str, Any] | None, started: float) -> dict[str, Any]:

@@ -8,6 +8,7 @@ which `load_optimized` uses to rebuild the right program; plain DSPy ignores it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,8 @@ __all__ = [
     "PROGRAM_SCHEMA_VERSION",
     "instructions_of",
     "with_instruction",
+    "with_settings",
+    "settings_of",
     "changed_predictors",
     "changed_prompts",
     "demos_of",
@@ -54,6 +57,23 @@ def with_instruction(program: dspy.Module, predictor: str, text: str,
     if demos is not None:
         target.demos = [dspy.Example(**demo) for demo in demos]
     return copied
+
+
+def with_settings(program: dspy.Module, settings: Mapping[str, Any]) -> dspy.Module:
+    """A deep copy of `program` (a `MemoryProgram`) whose config has `settings` (names of its fields) replaced;
+    its prompts are kept. Raises ConfigError for a setting the config lacks or a value it refuses."""
+    copied = program.deepcopy()
+    config = copied.config
+    unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(config)})
+    if unknown:
+        raise ConfigError(f"{type(config).__name__} has no setting {', '.join(unknown)}")
+    copied.config = dataclasses.replace(config, **dict(settings))
+    return copied
+
+
+def settings_of(program: dspy.Module) -> dict[str, Any]:
+    """A memory program's settings (its config's fields)."""
+    return dataclasses.asdict(program.config)
 
 
 def demos_of(program: dspy.Module) -> dict[str, list[dict[str, Any]]]:

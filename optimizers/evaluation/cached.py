@@ -113,9 +113,11 @@ class CachedEvaluator:
         self.before_conversation = before_conversation
 
     def run_conversation(self, program: dspy.Module, key: str, questions: Sequence[Question],
-                         reuse: Mapping[str, Mapping[str, Any]] | None = None) -> TracedConversation:
+                         reuse: Mapping[str, Mapping[str, Any]] | None = None,
+                         wrap: Callable[[Any], Any] | None = None) -> TracedConversation:
         """Traces `program` over one conversation's write path and `questions`, replaying through the memo (and
-        serving `reuse`, content key -> outputs, first: those calls are marked "scoped" and not learned)."""
+        serving `reuse`, content key -> outputs, first: those calls are marked "scoped" and not learned). `wrap`
+        makes the replay control another around the memo's (a scoped replay, `gates/settings.py`)."""
         _, conversation = resolve_conversation(key)
         if self.before_conversation is not None:
             self.before_conversation()
@@ -124,19 +126,22 @@ class CachedEvaluator:
         control: Any = self.memo.control(key, model)
         if reuse:
             control = _Reusing(control, reuse)
+        if wrap is not None:
+            control = wrap(control)
         with dspy.context(lm=lm):
             traced = trace_conversation(program, conversation, list(questions), meta=dict(self.meta), replay=control)
         self.memo.learn(key, traced.events, model)
         return traced
 
     def evaluate(self, program: dspy.Module, cases: Sequence[CaseRef],
-                 reuse: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> EvalResult:
+                 reuse: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+                 wrap: Callable[[Any], Any] | None = None) -> EvalResult:
         """Runs every conversation among `cases` (traced, memoized) and scores each case; `reuse`: per
-        conversation key, outputs to serve by content key (a scoped replay)."""
+        conversation key, outputs to serve by content key (a scoped replay); `wrap`: see `run_conversation`."""
         grouped = group_by_conversation(cases)
 
         def one(key: str) -> tuple[str, TracedConversation]:
-            return key, self.run_conversation(program, key, grouped[key], (reuse or {}).get(key))
+            return key, self.run_conversation(program, key, grouped[key], (reuse or {}).get(key), wrap)
 
         if self.threads > 1 and len(grouped) > 1:
             with ThreadPoolExecutor(max_workers=self.threads) as pool:

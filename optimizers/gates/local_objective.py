@@ -44,6 +44,7 @@ from memtrace_opt.optimizers.evaluation.local_set import (
     read_reply,
 )
 from memtrace_opt.optimizers.evaluation.memo import lm_name
+from memtrace_opt.optimizers.gates.objective import NetGain
 
 __all__ = ["DictReplyBook", "LocalGate", "LocalObjective", "LocalScore", "LocalSettings", "ReplyBook"]
 
@@ -100,7 +101,7 @@ class DictReplyBook:
 
 
 @dataclass(frozen=True)
-class LocalScore:
+class LocalScore(NetGain):
     """A candidate on the local set: counts over the targets of the calls it was not made from (the ranking
     score), and how many calls were left out as its own (`own_calls`). `lm_calls` is what this scoring cost
     live (replies found in the book cost nothing)."""
@@ -114,15 +115,6 @@ class LocalScore:
     calls: int
     own_calls: int = 0
     lm_calls: int = 0
-
-    @property
-    def gain(self) -> int:
-        """Targets gained net of those lost: what ranks candidates."""
-        return self.fixed - self.lost
-
-    @property
-    def value(self) -> float:
-        return float(self.gain)
 
     def beats(self, margin: int) -> bool:
         """Whether the candidate carries at least `margin` more targets than the seed, net (and at least one)."""

@@ -23,7 +23,7 @@ import dspy
 from memtrace_opt.optimizers.core.candidate import Candidate
 from memtrace_opt.optimizers.evaluation.scoped import ReplayedOps
 
-__all__ = ["CandidateObjective", "EvalScore", "Score"]
+__all__ = ["CandidateObjective", "EvalScore", "NetGain", "Score"]
 
 
 class Score(Protocol):
@@ -35,6 +35,22 @@ class Score(Protocol):
 
 class CandidateObjective(Protocol):
     def score(self, program: dspy.Module, candidate: Candidate) -> Score: ...
+
+
+class NetGain:
+    """A score counted against the seed on the same targets: `fixed` the seed missed, `lost` the seed had."""
+
+    fixed: int
+    lost: int
+
+    @property
+    def gain(self) -> int:
+        """Targets gained net of those lost: what ranks candidates."""
+        return self.fixed - self.lost
+
+    @property
+    def value(self) -> float:
+        return float(self.gain)
 
 
 @dataclass(frozen=True)

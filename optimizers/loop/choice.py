@@ -76,7 +76,8 @@ class LocalSearch:
         """The best instruction joined with the best demos, when both passed, scored on the local objective (None:
         no such pair, or no calls left for it)."""
         t = self.trials
-        rewrite = next((x for x in ranked if not x.candidate.sets_demos and len(x.parts) == 1), None)
+        rewrite = next((x for x in ranked if not x.candidate.sets_demos and not x.candidate.sets_settings
+                        and len(x.parts) == 1), None)
         demos = next((x for x in ranked if x.candidate.sets_demos and len(x.parts) == 1), None)
         if rewrite is None or demos is None:
             return None
@@ -208,5 +209,7 @@ class MinibatchFirst:
 
 
 def policy_for(trials: RoundTrials) -> LocalSearch | MinibatchFirst:
-    """The round's choice policy: the local search where the round has a local set, else the minibatch first."""
-    return LocalSearch(trials) if trials.local is not None else MinibatchFirst(trials)
+    """The round's choice policy: the local search where the round has a local set, or only settings candidates
+    (an op without a prompt), else the minibatch first."""
+    settings_only = trials.settings is not None and all(c.sets_settings for c in trials.plan.candidates)
+    return LocalSearch(trials) if trials.local is not None or settings_only else MinibatchFirst(trials)

@@ -19,6 +19,7 @@ from memtrace_opt.optimizers.loop.runner import LocalRunner, Runner
 from memtrace_opt.optimizers.loop.selection import ModuleSelector
 from memtrace_opt.optimizers.loop.study import StudyLedger
 from memtrace_opt.optimizers.sources.base import CandidateSource, ProposalSettings
+from memtrace_opt.optimizers.sources.settings_source import SettingsSearch
 
 __all__ = ["RoundContext"]
 
@@ -49,6 +50,7 @@ class RoundContext:
     runner: Runner = field(default_factory=LocalRunner)  # who runs the round's jobs: this process, or the workers' crew
     trainset: Sequence[CaseRef] = ()  # the training questions, in the run's order (the local set is drawn from them)
     local: LocalSettings | None = None  # the local objective's settings; None: the minibatch ranks (`--no-local-objective`)
+    search: SettingsSearch | None = None  # the settings search's knobs; None: prompts only (`--no-settings`)
 
     @property
     def crew(self) -> Crew | None:

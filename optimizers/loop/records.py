@@ -5,7 +5,8 @@
      candidates: [{instruction, minibatch_score, val_score, accepted, why[, local][, demos][, origin]}],
      accepted, val_accuracy, findings: [{pattern, cases}],
      lm_calls, seconds[, repairs: {tried, no_repair, not_confirmed, lineage_rejected, no_demo, kept, confirmed,
-     lm_calls}][, local_set: {predictor, role, calls, targets, seed_carried, excluded}]}
+     lm_calls}][, local_set: {predictor, role, calls, targets, seed_carried, excluded}][, settings_changed:
+     {setting: [from, to]}]}
 
 A candidate scored on the local objective (`local_objective.py`, the default) carries `local: {targets, carried,
 seed_carried, fixed, lost, bloat, calls, own_calls, lm_calls}`, on the round's `local_set` less the calls it was
@@ -50,16 +51,20 @@ class CandidateRecord:
     demos: list[dict[str, Any]] | None = None  # the predictor's whole demo list, for a demos candidate
     origin: str | None = None  # a proposal's source: "reflection", "pattern:NAME" (`diagnosis.py`) or "combined"
     replayed: dict[str, Any] | None = None  # which calls its evaluations re-ran: {minibatch, val} (`scoped.py`)
+    settings: dict[str, Any] | None = None  # a settings candidate's new values (its instruction is "")
 
     @classmethod
     def of(cls, candidate: Candidate, minibatch_score: float | None, val_score: float | None, accepted: bool,
            why: str, local: dict[str, Any] | None = None, replayed: dict[str, Any] | None = None) -> CandidateRecord:
         """The record of `candidate` (the demos candidate is recorded without an origin, as it always was)."""
         return cls(candidate.instruction, minibatch_score, val_score, accepted, why, local, candidate.demo_list(),
-                   None if candidate.origin == DEMOS else candidate.origin, replayed or None)
+                   None if candidate.origin == DEMOS else candidate.origin, replayed or None,
+                   dict(candidate.settings) or None)
 
     def candidate(self, predictor: str) -> Candidate:
         """This record as the candidate it was, for `predictor`."""
+        if self.settings:
+            return Candidate.of_settings(predictor, self.settings)
         origin = self.origin or (DEMOS if self.demos is not None else REFLECTION)
         return Candidate.of(predictor, self.instruction, self.demos, origin)
 
@@ -79,6 +84,8 @@ class CandidateRecord:
             out["origin"] = self.origin
         if self.replayed is not None:
             out["replayed"] = dict(self.replayed)
+        if self.settings is not None:
+            out["settings"] = dict(self.settings)
         return out
 
     @classmethod
@@ -93,6 +100,7 @@ class CandidateRecord:
             demos=[dict(d) for d in data["demos"]] if data.get("demos") is not None else None,
             origin=data.get("origin"),
             replayed=dict(data["replayed"]) if data.get("replayed") is not None else None,
+            settings=dict(data["settings"]) if data.get("settings") is not None else None,
         )
 
 
@@ -112,6 +120,7 @@ class RoundRecord:
     findings: list[dict[str, Any]] = field(default_factory=list)  # the diagnosis: [{pattern, cases}]
     repairs: dict[str, int] | None = None  # what became of the blamed calls repaired (`RepairCounts.to_dict()`)
     local_set: dict[str, Any] | None = None  # the local set's size and the seed's score (`LocalSet.summary()`)
+    settings_changed: dict[str, list[Any]] | None = None  # an accepted settings change: setting -> [from, to]
 
     @property
     def accepted_instruction(self) -> str | None:
@@ -140,6 +149,7 @@ class RoundRecord:
             "findings": [dict(f) for f in self.findings],
             **({"repairs": dict(self.repairs)} if self.repairs is not None else {}),
             **({"local_set": dict(self.local_set)} if self.local_set is not None else {}),
+            **({"settings_changed": dict(self.settings_changed)} if self.settings_changed else {}),
         }
 
     @classmethod
@@ -159,6 +169,8 @@ class RoundRecord:
             findings=[dict(f) for f in data.get("findings") or []],
             repairs={str(k): int(v) for k, v in data["repairs"].items()} if data.get("repairs") is not None else None,
             local_set=dict(data["local_set"]) if data.get("local_set") is not None else None,
+            settings_changed={str(k): list(v) for k, v in data["settings_changed"].items()}
+            if data.get("settings_changed") else None,
         )
 
 

@@ -30,6 +30,7 @@ from memtrace_opt.attribution import Verdict, attribute_cases
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.optimizers.core.budget import BudgetExhausted
 from memtrace_opt.optimizers.core.candidate import Candidate
+from memtrace_opt.optimizers.core.evidence import ProposalEvidence
 from memtrace_opt.optimizers.core.program_io import instructions_digest, instructions_of
 from memtrace_opt.optimizers.core.repair import RepairSet
 from memtrace_opt.optimizers.evaluation.blame import Blame, attribute_failures, blame_of, failed_cases
@@ -40,16 +41,19 @@ from memtrace_opt.optimizers.evaluation.local_set import LocalSet, build_local_s
 from memtrace_opt.optimizers.evaluation.repairs import confirmed_repairs
 from memtrace_opt.optimizers.evaluation.scoped import evidence_scope
 from memtrace_opt.optimizers.gates.local_check import LocalCase, local_cases
+from memtrace_opt.optimizers.gates.settings import SettingsObjective, target_op
 from memtrace_opt.optimizers.loop.choice import policy_for
 from memtrace_opt.optimizers.loop.context import RoundContext
 from memtrace_opt.optimizers.loop.crew import Job
 from memtrace_opt.optimizers.loop.plan import RoundPlan
 from memtrace_opt.optimizers.loop.records import RoundRecord
 from memtrace_opt.optimizers.loop.selection import RoundOutcome
-from memtrace_opt.optimizers.loop.study import StudyLedger
+from memtrace_opt.optimizers.loop.study import StudyLedger, StudyReplyBook
 from memtrace_opt.optimizers.loop.trials import RoundTrials
 from memtrace_opt.optimizers.sources.base import SourceRequest
 from memtrace_opt.optimizers.sources.demo_context import writes_answers
+from memtrace_opt.optimizers.sources.settings_source import SettingsSource
+from memtrace_opt.programs.tunable import changed_settings, tunables_for
 from memtrace_opt.tracing import OpEvent
 
 __all__ = ["RoundOutcomeFull", "run_round", "interrupted_round", "predictor_ops", "round_trials",
@@ -78,7 +82,7 @@ class RoundOutcomeFull:
 
 def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Sequence[CaseRef],
           history: Sequence[RoundOutcome]) -> RoundPlan:
-    """Trace the minibatch, attribute failures, choose the predictor, ask the sources; record the plan."""
+    """Trace the minibatch, attribute failures, choose the target, ask the sources; record the plan."""
     progress.stage(f"round {number}: plan (trace, attribute)")
     evaluation = ctx.evaluator.evaluate(program, minibatch)
     if ctx.routing is not None:
@@ -91,48 +95,21 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
             predictors=ctx.predictors, system=ctx.system, config=ctx.attribution_config,
             num_threads=ctx.evaluator.threads,  # against a served model, failures are attributed in parallel
         )
-    chosen = ctx.selector.select(blame.counts(), history)
+    targets = _targets(ctx, program, blame)
+    chosen = ctx.selector.select(targets, history)
     instructions = instructions_of(program)
-    candidates: list[Candidate] = []
-    evidence_summary: dict[str, Any] = {}
-    checks: list[LocalCase] = []
-    repairs = RepairSet()
-    local_set: LocalSet | None = None
+    proposed = _Proposed()
     if chosen is not None and not ctx.budget.exhausted():
-        if ctx.repairs > 0:
-            progress.stage(f"round {number}: repairs")
-            repairs = confirmed_repairs(program, chosen, evaluation, blame, ctx.evaluator, max_repairs=ctx.repairs,
-                                        config=ctx.attribution_config)
-        evidence = build_evidence(chosen, instructions, evaluation, blame, ctx.evaluator.memo,
-                                  max_cases=ctx.proposal.evidence_cases)
-        evidence = evidence.with_targets({r.case_id: r.target() for r in repairs.repairs})
-        evidence_summary = describe(evidence)
-        if ctx.local_check:
-            checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.proposal.evidence_cases,
-                                 targets={r.case_id: r.added for r in repairs.repairs})
-        if ctx.local is not None:
-            local_set = _local_set(ctx, number, program, chosen, repairs)
-        earlier = [plan for plan in map(ctx.plan, range(1, number)) if plan is not None]
-        request = SourceRequest(number, program, chosen, evidence, evaluation, ctx.evaluator.memo,
-                                ctx.proposal.candidates, earlier, tuple(repairs.repairs), local_set)
-        progress.stage(f"round {number}: proposals")
-        for source in ctx.sources:
-            candidates += source.propose(request, candidates)
-        if local_set is not None:  # what each was made from: the local objective scores it on the other calls
-            shown = [case.shown for case in [*evidence.failures, *evidence.successes]]
-            candidates = [replace(c, built_from=made_from(local_set, c.demo_list(), () if c.sets_demos else shown))
-                          for c in candidates]
-        unique: dict[str, Candidate] = {}
-        for candidate in candidates:  # one trial per prompt: two sources may propose the same one
-            unique.setdefault(candidate.key(number, ""), candidate)
-        candidates = list(unique.values())
+        proposed = _propose(ctx, number, program, chosen, evaluation, blame)
+    candidates, repairs, local_set = proposed.candidates, proposed.repairs, proposed.local_set
     plan = RoundPlan(
         round=number, minibatch=tuple(case.case_id for case in minibatch), minibatch_score=evaluation.accuracy,
-        minibatch_ops=predictor_ops(evaluation), blame_counts=blame.counts(), not_fixable=blame.not_fixable,
+        minibatch_ops=predictor_ops(evaluation), blame_counts=targets,
+        not_fixable={op: n for op, n in blame.not_fixable.items() if op not in targets},
         chosen_predictor=chosen, previous_instruction=instructions.get(chosen) if chosen else None,
-        candidates=tuple(candidates), evidence=evidence_summary,
+        candidates=tuple(candidates), evidence=proposed.evidence,
         verdicts=tuple({**v.to_dict(), "round": number} for v in blame.verdicts),
-        local_cases=tuple(case.to_dict() for case in checks),
+        local_cases=tuple(case.to_dict() for case in proposed.checks),
         repairs=tuple(r.to_dict() for r in repairs.repairs),
         repair_counts=repairs.counts.to_dict() if ctx.repairs > 0 and chosen is not None else {},
         evidence_ops=evidence_scope(evaluation) if ctx.scoped_replay and chosen and not writes_answers(chosen, [evaluation]) else {},
@@ -145,6 +122,82 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
     ctx.ledger.put(f"round:{number}", plan.to_dict())
     ctx.runner.publish()  # the workers that run its candidates replay what tracing it recorded
     return plan
+
+
+@dataclass
+class _Proposed:
+    """What a round proposed for its target: the candidates, the evidence summary, the local check's cases, the
+    repairs and the local set."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    checks: list[LocalCase] = field(default_factory=list)
+    repairs: RepairSet = field(default_factory=RepairSet)
+    local_set: LocalSet | None = None
+
+
+def _targets(ctx: RoundContext, program: dspy.Module, blame: Blame) -> dict[str, int]:
+    """What the round may choose, with its failures: the blamed predictors, and with the settings search the blamed
+    ops without a prompt that declare tunable settings (a retrieval's top-k), most blamed first."""
+    counts = blame.counts()
+    if ctx.search is not None:
+        counts.update({op: n for op, n in blame.not_fixable.items() if tunables_for(program.config, [op])})
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _propose(ctx: RoundContext, number: int, program: dspy.Module, chosen: str, evaluation: EvalResult,
+             blame: Blame) -> _Proposed:
+    """The candidates for `chosen`: for a predictor, its repairs, evidence, local set and every source's
+    proposals; for an op without a prompt, its settings alone."""
+    out = _Proposed()
+    objective = _settings_objective(ctx, number, program, chosen)
+    earlier = [plan for plan in map(ctx.plan, range(1, number)) if plan is not None]
+    if chosen not in ctx.predictors:
+        request = SourceRequest(number, program, chosen, ProposalEvidence(chosen, chosen, ""), evaluation,
+                                ctx.evaluator.memo, 0, earlier, (), None, objective)
+        progress.stage(f"round {number}: settings")
+        out.candidates = [c for source in ctx.sources if isinstance(source, SettingsSource)
+                          for c in source.propose(request, [])]
+        return out
+    if ctx.repairs > 0:
+        progress.stage(f"round {number}: repairs")
+        out.repairs = confirmed_repairs(program, chosen, evaluation, blame, ctx.evaluator, max_repairs=ctx.repairs,
+                                        config=ctx.attribution_config)
+    evidence = build_evidence(chosen, instructions_of(program), evaluation, blame, ctx.evaluator.memo,
+                              max_cases=ctx.proposal.evidence_cases)
+    evidence = evidence.with_targets({r.case_id: r.target() for r in out.repairs.repairs})
+    out.evidence = describe(evidence)
+    if ctx.local_check:
+        out.checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.proposal.evidence_cases,
+                                 targets={r.case_id: r.added for r in out.repairs.repairs})
+    if ctx.local is not None:
+        out.local_set = _local_set(ctx, number, program, chosen, out.repairs)
+    request = SourceRequest(number, program, chosen, evidence, evaluation, ctx.evaluator.memo,
+                            ctx.proposal.candidates, earlier, tuple(out.repairs.repairs), out.local_set, objective)
+    progress.stage(f"round {number}: proposals")
+    candidates: list[Candidate] = []
+    for source in ctx.sources:
+        candidates += source.propose(request, candidates)
+    if out.local_set is not None:  # what each was made from: the local objective scores it on the other calls
+        shown = [case.shown for case in [*evidence.failures, *evidence.successes]]
+        candidates = [replace(c, built_from=made_from(out.local_set, c.demo_list(), () if c.sets_demos else shown))
+                      if not c.sets_settings else c for c in candidates]
+    unique: dict[str, Candidate] = {}
+    for candidate in candidates:  # one trial per prompt: two sources may propose the same one
+        unique.setdefault(candidate.key(number, ""), candidate)
+    out.candidates = list(unique.values())
+    return out
+
+
+def _settings_objective(ctx: RoundContext, number: int, program: dspy.Module, chosen: str) -> SettingsObjective | None:
+    """The settings objective of the round's target, where the settings search is on and its op declares any."""
+    if ctx.search is None:
+        return None
+    op = target_op(program, chosen)
+    if op is None or not tunables_for(program.config, [op.op_name]):
+        return None
+    return SettingsObjective(chosen, ctx.evaluator, ctx.trainset, program,
+                             StudyReplyBook(ctx.ledger, f"settings:{number}"), cost_limit=ctx.search.cost_limit)
 
 
 def _local_set(ctx: RoundContext, number: int, program: dspy.Module, chosen: str, repairs: RepairSet) -> LocalSet:
@@ -223,6 +276,9 @@ def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val:
         lm_calls=ctx.budget.spent() - spent_before, seconds=time.perf_counter() - started, findings=plan.findings,
         repairs=dict(plan.repair_counts) or None,
         local_set=LocalSet.from_dict(plan.local_set).summary() if plan.local_set else None,
+        settings_changed={name: [before, after] for name, (before, after) in
+                          changed_settings(program.config, dict(tested.taken.settings)).items()}
+        if tested.taken is not None and tested.taken.sets_settings else None,
     )
     return RoundOutcomeFull(record, new_program, [dict(v) for v in plan.verdicts], tested.cut)
 

@@ -6,6 +6,7 @@
       .demo       DemoSettings        demos, demo_pool, demo_budget, compact_demos, demo_chars (sources/demo_source.py)
       .acceptance AcceptanceSettings  validate_ties, min_val_gain, min_val_questions (gates/acceptance.py)
       .local      LocalSettings       local_objective, local_margin, local_calls, validate_top (gates/local_objective.py)
+      .search     SettingsSearch      settings, settings_trials, cost_limit (sources/settings_source.py)
 
 One name per knob, end to end: the flag `--demo-budget`, the config file's `optimize: {demo_budget: ...}`, the
 field `DemoSettings.demo_budget`, the argument `predictor_demos(demo_budget=...)` and the constant `DEMO_BUDGET`.
@@ -26,13 +27,16 @@ from memtrace_opt.optimizers.gates.acceptance import AcceptanceSettings
 from memtrace_opt.optimizers.gates.local_objective import LocalSettings
 from memtrace_opt.optimizers.sources.base import ProposalSettings
 from memtrace_opt.optimizers.sources.demo_source import DemoSettings
+from memtrace_opt.optimizers.sources.settings_source import SettingsSearch
 
 __all__ = ["ADDED_KNOBS", "LEGACY_NAMES", "LoopSettings"]
 
 # knobs an earlier release's study name did not digest
-ADDED_KNOBS = ("repairs", "scoped_replay", "local_objective", "local_margin", "local_calls", "validate_top")
+ADDED_KNOBS = ("repairs", "scoped_replay", "local_objective", "local_margin", "local_calls", "validate_top", "settings",
+               "settings_trials", "cost_limit")
 
-_PARTS = {"proposal": ProposalSettings, "demo": DemoSettings, "acceptance": AcceptanceSettings, "local": LocalSettings}
+_PARTS = {"proposal": ProposalSettings, "demo": DemoSettings, "acceptance": AcceptanceSettings, "local": LocalSettings,
+          "search": SettingsSearch}
 
 # the names the knobs had before they took their flags' (a settings dict written by an earlier release, and
 # the study name, which digests the settings under these names so that a run started then still resumes)
@@ -68,6 +72,7 @@ class LoopSettings:
     demo: DemoSettings = field(default_factory=DemoSettings)
     acceptance: AcceptanceSettings = field(default_factory=AcceptanceSettings)
     local: LocalSettings = field(default_factory=LocalSettings)
+    search: SettingsSearch = field(default_factory=SettingsSearch)
 
     def __post_init__(self) -> None:
         if self.rounds < 1 or self.patience < 1 or self.proposal.candidates < 1 or self.minibatch < 1:

@@ -47,6 +47,7 @@ from memtrace_opt.optimizers.core.program_io import (
     changed_prompts,
     instructions_digest,
     instructions_of,
+    settings_of,
     system_name,
 )
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
@@ -82,6 +83,7 @@ from memtrace_opt.optimizers.sources.reflective import (
     ReflectiveSource,
 )
 from memtrace_opt.optimizers.sources.repair_demos import RepairDemosSource
+from memtrace_opt.optimizers.sources.settings_source import SettingsSource
 
 __all__ = ["MemTraceOptimizer", "METERED_ROLES"]
 
@@ -176,10 +178,12 @@ class MemTraceOptimizer(Teleprompter):
         start = ((number - 1) * size) % len(order)
         return [order[(start + i) % len(order)] for i in range(size)]
 
-    def _sources(self, evaluator: CachedEvaluator, reflection_lm: Any, order: Sequence[CaseRef]) -> list[CandidateSource]:
+    def _sources(self, evaluator: CachedEvaluator, reflection_lm: Any, order: Sequence[CaseRef], ledger: StudyLedger,
+                 study_name: str) -> list[CandidateSource]:
         """The round's candidate sources, in the order they propose: the given ones, else the reflection LM's
         rewrites (a given `proposer`'s), the diagnosed patterns' rules in the slots left, the demos candidate,
-        with the local objective the demos bootstrapped from the local set, and with `repairs` the repair demos. The patterns are learned from the training golds (`order`):
+        with the local objective the demos bootstrapped from the local set, with `repairs` the repair demos, and
+        with the settings search the target op's settings. The patterns are learned from the training golds (`order`):
         the format their rules ask for is the golds' own. With `pattern_rules` off there are none: no pattern
         rule, and no diagnosed mistake shown to the reflection LM."""
         if self.sources is not None:
@@ -187,12 +191,15 @@ class MemTraceOptimizer(Teleprompter):
         demos: list[CandidateSource] = [DemosSource(evaluator, self.settings.demo, pool=order[:self.settings.demo.demo_pool])]
         if self.settings.local.local_objective:
             demos.append(LocalDemosSource(self.settings.demo))
-        repairs = [RepairDemosSource(self.settings.demo)] if self.settings.repairs > 0 else []
+        extra: list[CandidateSource] = [RepairDemosSource(self.settings.demo)] if self.settings.repairs > 0 else []
+        if self.settings.search.settings:
+            extra.append(SettingsSource(self.settings.search, storage=ledger.study._storage, study_name=study_name,
+                                          seed=self.settings.seed))
         patterns = learned_patterns(c.question.answer for c in order) if self.settings.proposal.pattern_rules else ()
         if self.proposer is not None:
-            return [ReflectiveSource(self.proposer, patterns), *demos, *repairs]
+            return [ReflectiveSource(self.proposer, patterns), *demos, *extra]
         reflective = ReflectiveSource(ReflectiveProposer(lm=reflection_lm, pattern_rules=False), patterns)
-        return [reflective, *([PatternSource(patterns)] if patterns else []), *demos, *repairs]
+        return [reflective, *([PatternSource(patterns)] if patterns else []), *demos, *extra]
 
     def compile(self, student: dspy.Module, *, trainset: Sequence[Any], teacher: Any = None,
                 valset: Sequence[Any] | None = None) -> dspy.Module:
@@ -324,13 +331,14 @@ class MemTraceOptimizer(Teleprompter):
         random.Random(settings.seed).shuffle(order)
         ctx = RoundContext(
             ledger=ledger, evaluator=evaluator, budget=budget, selector=self.selector,
-            sources=self._sources(evaluator, guard(self.reflection_lm or task_lm), order),
+            sources=self._sources(evaluator, guard(self.reflection_lm or task_lm), order, ledger, study_name),
             acceptance=self.acceptance_for(len(val)), attribution=self.attribution, attributor_lm=guard(self.attributor_lm),
             attribution_config=self.attribution_config, valset=val, proposal=settings.proposal, system=system,
             predictors=[name for name, _ in memory.named_predictors()], local_check=settings.local_check,
             routing=self.routing, repairs=settings.repairs, scoped_replay=settings.scoped_replay,
             runner=crew if crew is not None else LocalRunner(), trainset=order,
             local=settings.local if settings.local.local_objective else None,
+            search=settings.search if settings.search.settings else None,
         )
         return _Session(study_name, ledger, budget, prior_calls, ctx, order, StopPolicy(settings.patience),
                         guard(task_lm))
@@ -425,7 +433,11 @@ class MemTraceOptimizer(Teleprompter):
         record = replace(record, lm_calls_total=session.calls_total())
         if record.accepted:
             changed = changed_prompts(before, progress.program)
-            assert changed == [record.chosen_predictor], f"an accepted step changed {changed}"
+            taken = record.accepted_candidate
+            if taken is not None and taken.sets_settings:  # new settings of the target op, no prompt
+                assert changed == [] and settings_of(before) != settings_of(progress.program), f"settings step changed {changed}"
+            else:
+                assert changed == [record.chosen_predictor], f"an accepted step changed {changed}"
             progress.current_val = record.val_accuracy
         if not progress.cut:
             ledger.put(f"round_done:{number}", record.to_dict())

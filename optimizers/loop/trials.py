@@ -35,6 +35,7 @@ from memtrace_opt.optimizers.evaluation.scoped import ReplayedOps, replayed_ops,
 from memtrace_opt.optimizers.gates.local_check import LocalCase, LocalCheckGate
 from memtrace_opt.optimizers.gates.local_objective import LocalGate, LocalObjective
 from memtrace_opt.optimizers.gates.minibatch import MinibatchGate
+from memtrace_opt.optimizers.gates.settings import SettingsGate, SettingsObjective
 from memtrace_opt.optimizers.gates.validation import ValidationGate
 from memtrace_opt.optimizers.loop.context import RoundContext
 from memtrace_opt.optimizers.loop.crew import Job, conversation_share, conversations, joined_accuracy
@@ -138,6 +139,10 @@ class RoundTrials:
             LocalObjective(local_set, program, ctx.evaluator.task_lm,
                            StudyReplyBook(ctx.ledger, f"local:{self.number}:{self.parent}"),
                            threads=ctx.evaluator.threads), ctx.local_margin)
+        self.settings = None if ctx.search is None or not any(c.sets_settings for c in plan.candidates) else SettingsGate(
+            SettingsObjective(self.chosen, ctx.evaluator, ctx.trainset, program,
+                              StudyReplyBook(ctx.ledger, f"settings:{self.number}"), cost_limit=ctx.search.cost_limit),
+            ctx.local_margin)
         self.minibatch_gate = MinibatchGate(ctx.evaluator, minibatch, plan.minibatch_score, ctx.acceptance)
         self.validation_gate = ValidationGate(ctx.evaluator, ctx.valset, current_val, ctx.acceptance, ctx.budget)
         self.minibatch_calls = calls_to_rerun(plan.minibatch_ops, self.chosen)
@@ -282,8 +287,12 @@ class RoundTrials:
                             share=Share(share["correct"], share["cases"])).to_dict()
 
     def _local_job(self, candidate: Candidate) -> TrialOutcome:
-        assert self.local is not None
-        score, decision = self.local.check(self.program, candidate)
+        """`candidate` on its local objective: the settings objective for new settings, else the local set."""
+        gate: LocalGate | SettingsGate | None = self.settings if candidate.sets_settings else self.local
+        if gate is None:
+            decision = Decision.of(Status.REJECTED, "rejected: no local objective scores it (no local set)")
+            return TrialOutcome(self.runner.worker, local={}, rejected=decision)
+        score, decision = gate.check(self.program, candidate)
         return TrialOutcome(self.runner.worker, local=score.to_dict(), local_why=decision.why,
                             local_calls=score.lm_calls, rejected=None if decision.ok else decision)
 
@@ -291,7 +300,7 @@ class RoundTrials:
         """`candidate` through the local check (an upstream predictor) and the minibatch."""
         local: dict[str, Any] | None = None
         why, calls = "", 0
-        if self.local_check is not None:
+        if self.local_check is not None and not candidate.sets_settings:
             result, decision = self.local_check.check(self.program, candidate)
             local, why, calls = result.to_dict(), decision.why, result.lm_calls
             if not decision.ok:

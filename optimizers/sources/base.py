@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from memtrace_opt.optimizers.evaluation.local_set import LocalSet
     from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
 
-__all__ = ["CandidateSource", "ProposalSettings", "SourceRequest"]
+__all__ = ["CandidateSource", "ProposalSettings", "SettingsScorer", "SourceRequest"]
 
 @dataclass(frozen=True)
 class ProposalSettings:
@@ -43,6 +43,15 @@ class ProposalSettings:
                                      "off, the reflection LM is not told the mistakes either (default: on).",
                                flag="--pattern-rules/--no-pattern-rules")
     evidence_cases: int = 3
+
+
+class SettingsScorer(Protocol):
+    """What scores a settings candidate for the round's target op (`gates/settings.py`): `op_name` is the op, and
+    `score(program, candidate)` a score with `gain`, `lost`, `over_cost` and `why`."""
+
+    op_name: str
+
+    def score(self, program: dspy.Module, candidate: Candidate) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,7 @@ class SourceRequest:
     earlier: Sequence[Any] = field(default_factory=tuple)  # RoundPlans of rounds before this one
     repairs: Sequence[Repair] = field(default_factory=tuple)
     local: LocalSet | None = None  # the predictor's local set (the local objective's), where the round built one
+    settings: SettingsScorer | None = None  # scores settings of the round's target op (None: no settings search)
 
     @property
     def instruction(self) -> str:

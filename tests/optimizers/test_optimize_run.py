@@ -185,7 +185,7 @@ def test_compare_runs_the_ablations_of_our_loop_as_rows(tmp_path, fake_models):
                              test="toy-c", optimizers=("memtrace_roundrobin", "memtrace_all", "memtrace_norepair",
                                                        "memtrace_nolocal"),
                              budget=40, attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5, rounds=3,
-                                                                                    patience=3))
+                                                                                    patience=3, settings=False))
     rows = {row.optimizer: row for row in compare_optimizers(request, models=models).rows}
     assert all(row.error is None and row.optimized_accuracy is not None for row in rows.values())
     order = [name for name, _ in make_program("mem0").named_predictors()]

@@ -55,7 +55,8 @@ def alone(toy: Path) -> dict:
 
 
 def studies(storage: str) -> tuple[optuna.Study, optuna.Study]:
-    names = sorted(s.study_name for s in optuna.study.get_all_study_summaries(storage))
+    names = sorted(s.study_name for s in optuna.study.get_all_study_summaries(storage)
+                   if "~settings:" not in s.study_name)  # each round's settings search keeps a study of its own
     assert len(names) == 2 and names[1] == names[0] + "~crew", names
     return optuna.load_study(study_name=names[0], storage=storage), optuna.load_study(study_name=names[1], storage=storage)
 

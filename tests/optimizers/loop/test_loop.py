@@ -132,7 +132,7 @@ def test_time_budget_stops_after_the_baseline(fake_models, planted, examples):
 
 def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, planted, examples):
     models, _ = fake_models
-    opt = optimizer(models, rounds=6, budget=27, demos=0, local_objective=False)  # the budget ends while round 1 validates
+    opt = optimizer(models, rounds=6, budget=27, demos=0, local_objective=False, settings=False)  # ends while round 1 validates
     opt.compile(planted, trainset=examples, valset=examples)
     result = opt.result
     assert result.stop_reason == "budget" and result.rounds == []

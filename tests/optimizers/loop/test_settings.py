@@ -16,7 +16,7 @@ FLAGS = ["--rounds", "--patience", "--minibatch", "--budget", "--time-budget", "
          "--scoped-replay", "--candidates",
          "--pattern-rules", "--demos", "--demo-pool", "--demo-budget", "--compact-demos", "--validate-ties",
          "--min-val-gain", "--min-val-questions", "--local-objective", "--local-margin", "--local-calls",
-         "--validate-top"]
+         "--validate-top", "--settings", "--settings-trials", "--cost-limit"]
 # LoopSettings().to_dict() before the knobs took their flags' names: the study name digests this form
 OLD_DEFAULTS = {"max_rounds": 6, "patience": 2, "num_candidates": 3, "minibatch_size": 8, "max_lm_calls": None,
                 "evidence_cases": 3, "seed": 0, "threads": 1, "max_seconds": None, "local_check": True, "max_demos": 2,

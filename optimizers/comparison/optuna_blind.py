@@ -1,0 +1,78 @@
+"""`optuna_blind`: an Optuna search over every tunable setting the program declares (`programs/tunable.py`), with no
+attribution: what a settings search is worth without knowing which op to tune, beside our loop's.
+
+A TPE sampler (seeded) proposes a value for every declared setting; a proposal over the cost limit (more than
+`cost_limit` times the seed's LM calls per conversation or prompt words per answer, by a dry run) is told the
+worst score and never run; the others are scored on the training questions (cached replay, the token rule or the
+judge as the comparison scores), and a proposal that beats the best so far on them is validated: it is taken when
+the valset's acceptance rule says it improves on the program taken so far. The search stops at the budget (or the
+clock), with the program taken so far.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any
+
+import dspy
+
+from memtrace_opt.optimizers.core.budget import BudgetExhausted
+from memtrace_opt.optimizers.core.program_io import with_settings
+from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
+from memtrace_opt.optimizers.evaluation.examples import case_refs
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
+from memtrace_opt.programs.tunable import tunables
+
+__all__ = ["MAX_TRIALS", "blind_search"]
+
+log = logging.getLogger(__name__)
+
+MAX_TRIALS = 64  # proposals at most, scored or refused for their cost: the budget usually stops it first
+
+
+def blind_search(memory: dspy.Module, trainset: list[Any], valset: list[Any], *, task_lm: Any, memo: Any,
+                 metric: AnswerMetric, seed: int = 0, cost_limit: float = 1.5, acceptance: Any = None) -> dspy.Module:
+    """The best settings of `memory` the search found within the budget its guarded `task_lm` carries (module
+    doc); `memory` itself when none beat it on the valset."""
+    import optuna
+
+    from memtrace_opt.optimizers.gates.acceptance import AcceptanceSettings
+    from memtrace_opt.optimizers.gates.settings import program_cost
+
+    declared = tunables(memory.config)
+    if not declared:
+        return memory
+    evaluator = CachedEvaluator(metric, memo=memo, task_lm=task_lm)
+    train, val = case_refs(trainset), case_refs(valset)
+    rule = acceptance if acceptance is not None else AcceptanceSettings().rule(len(val))
+    seed_cost = program_cost(memory, train)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+    distributions = {t.name: t.distribution() for t in declared}
+    taken, taken_val, best_train = memory, None, -1.0
+    try:
+        taken_val = evaluator.evaluate(memory, val).accuracy
+        best_train = evaluator.evaluate(memory, train).accuracy
+        for _ in range(MAX_TRIALS):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                trial = study.ask(distributions)
+            program = with_settings(memory, trial.params)
+            cost = program_cost(program, train)
+            if cost.over(seed_cost, cost_limit):
+                study.tell(trial, -1.0)
+                continue
+            accuracy = evaluator.evaluate(program, train).accuracy
+            study.tell(trial, accuracy)
+            if accuracy <= best_train:
+                continue
+            best_train = accuracy
+            val_accuracy = evaluator.evaluate(program, val).accuracy
+            if rule.on_valset(taken_val, val_accuracy).ok:
+                taken, taken_val = program, val_accuracy
+                log.info("optuna_blind: settings %s taken (train %.3f, valset %.3f)", trial.params, accuracy, val_accuracy)
+    except BudgetExhausted:
+        log.info("optuna_blind: the budget is spent; %d settings tried", len(study.trials))
+    return taken
+
