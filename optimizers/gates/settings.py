@@ -12,7 +12,8 @@ the question's read path): `fixed` against the seed program's own scoped run, `l
 
 The cost of a candidate is a dry run of the program on the training conversations under an instant scripted LM
 (`estimate.count_work`): LM calls per conversation and prompt words per answer, each against the seed's. A
-candidate above `cost_limit` times the seed on either is rejected whatever it carries.
+candidate above `cost_limit` times the seed on either is rejected whatever it carries, before any LM call is made
+for it.
 
     objective = SettingsObjective(target, evaluator, trainset, seed_program, book)
     score = objective.score(program, candidate)      # SettingsScore: carried / fixed / lost, and the cost
@@ -185,8 +186,13 @@ class SettingsObjective:
             return SettingsScore.from_dict(json.loads(known))
         seed_carried, seed_cost = self.seed()
         applied = candidate.apply(program)
-        carried, calls = self._carried(applied)
         cost = self._cost(applied)
+        if cost.over(seed_cost, self.cost_limit):  # rejected whatever it carries: not worth a live call
+            over = SettingsScore(len(seed_carried), 0, sum(seed_carried.values()), 0, 0, 0, asdict(cost),
+                                 asdict(seed_cost), True)
+            self.book.put(key, json.dumps(over.to_dict()))
+            return over
+        carried, calls = self._carried(applied)
         questions = sorted(seed_carried.keys() | carried.keys())
         now = [carried.get(q, False) for q in questions]
         before = [seed_carried.get(q, False) for q in questions]

@@ -4,7 +4,8 @@ an Optuna search scored on the settings objective (`gates/settings.py`).
 The round's own study of settings (`NAME~settings:rN`, in the optimization's storage) holds every setting tried
 and its score: a TPE sampler, seeded with the run's seed and the round, proposes a value for each of the target's
 tunable settings, the objective scores it (the training questions' evidence as the candidate program forms it),
-the study is told the net gain (a candidate over the cost limit is told the worst score), `trials` times. A
+the study is told the net gain, until `trials` settings have been scored. A candidate over the cost limit is priced
+by a dry run alone (no LM call), told the worst score and not counted, up to four draws a counted trial. A
 resumed round finds its finished trials in the study and proposes the same. The best `keep` settings that beat the
 seed, within the cost limit, are the round's settings candidates (`origin: "settings"`); their scores are kept by
 the objective, so scoring them again costs nothing. Nothing when the target declares no tunable setting or the
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 __all__ = ["SettingsSearch", "SettingsSource"]
 
 log = logging.getLogger(__name__)
+
+_MAX_DRAWS = 4  # draws a round may make per counted trial: settings over the cost limit cost no LM call
 
 
 @dataclass(frozen=True)
@@ -76,16 +79,25 @@ class SettingsSource:
         finished = [t for t in study.trials if t.state.name == "COMPLETE"]
         for done in finished:
             scores[_key(done.params)] = (dict(done.params), None)
-        for _ in range(max(0, self.search.settings_trials - len(finished))):
+        counted = sum(1 for t in finished if not t.user_attrs.get("over_cost"))
+        draws = len(finished)
+        while counted < self.search.settings_trials and draws < _MAX_DRAWS * self.search.settings_trials:
+            draws += 1
             with warnings.catch_warnings():  # a storage's heartbeats are meant for study.optimize
                 warnings.simplefilter("ignore", UserWarning)
                 trial = study.ask(distributions)
             values = dict(trial.params)
             if values == {k: v for k, v in current.items() if k in values}:
                 study.tell(trial, 0.0)  # the seed's own settings: nothing to gain
+                counted += 1
                 continue
             score = objective.score(request.program, Candidate.of_settings(request.predictor, values))
-            study.tell(trial, float(-score.targets - 1) if score.over_cost else score.value)  # over the limit: the worst
+            if score.over_cost:  # priced by a dry run, no LM call: told the worst score, and not counted as a trial
+                trial.set_user_attr("over_cost", True)
+                study.tell(trial, float(-score.targets - 1))
+            else:
+                counted += 1
+                study.tell(trial, score.value)
             scores[_key(values)] = (values, score)
             log.info("round %d settings %s for %s: %s", request.round, values, objective.op_name, score.why)
         ranked = []

@@ -74,9 +74,12 @@ def test_a_candidate_over_the_cost_limit_is_rejected(wide, examples):
     evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task)
     objective = SettingsObjective(EXTRACT, evaluator, case_refs(examples), wide, DictReplyBook(), cost_limit=1.2)
     gate = SettingsGate(objective, margin=1)
+    objective.seed()
+    before = len(engine.calls_for("facts"))
     score, decision = gate.check(wide, Candidate.of_settings(EXTRACT, {"window_turns": 1}))
-    assert score.fixed > score.lost  # it carries more...
-    assert score.over_cost and "over the cost limit" in decision.why and not decision.ok  # ...for too many calls
+    assert score.over_cost and "over the cost limit" in decision.why and not decision.ok  # too many calls...
+    assert len(engine.calls_for("facts")) == before and score.lm_calls == 0  # ...known from a dry run, no LM call
+    assert score.cost["calls_per_conversation"] > 1.2 * score.seed_cost["calls_per_conversation"]
     narrow, ok = gate.check(wide, Candidate.of_settings(EXTRACT, {"window_turns": 2}))
     assert not narrow.over_cost and ok.ok and narrow.cost["calls_per_conversation"] > narrow.seed_cost[
         "calls_per_conversation"]
@@ -120,3 +123,30 @@ def test_a_resumed_round_proposes_the_same_settings(wide, examples, tmp_path, mo
     assert first and all(scored.count(s) == 1 for s in tried_before)
     again, engine = settings_candidates()
     assert again == first and not engine.calls_for("facts")  # the recorded round: the same, nothing re-run
+
+
+def test_settings_over_the_cost_limit_cost_no_trial(wide, examples, tmp_path, monkeypatch):
+    import optuna
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    scored: list[int] = []
+    original = SettingsObjective._carried
+
+    def counted(self, program):
+        if program.config.window_turns != 4:
+            scored.append(program.config.window_turns)
+        return original(self, program)
+
+    monkeypatch.setattr(SettingsObjective, "_carried", counted)
+    models, engine = make_models(reflection=useless)
+    with_limited_extractor(engine)
+    opt = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(
+        rounds=1, candidates=1, minibatch=9, demos=0, repairs=0, min_val_questions=1, settings_trials=2,
+        cost_limit=1.01), attribution="lineage", storage=storage, study_name="priced")
+    opt.compile(wide, trainset=examples, valset=examples)
+    name = next(s.study_name for s in optuna.get_all_study_summaries(storage) if "~settings:" in s.study_name)
+    trials = optuna.load_study(study_name=name, storage=storage).trials
+    over = [t for t in trials if t.user_attrs.get("over_cost")]
+    assert over and all(t.params["window_turns"] < 4 for t in over)  # more calls than the seed's, priced only
+    assert len(trials) - len(over) == 2  # two settings scored, however many were priced first
+    assert all(w > 4 for w in scored if w != 4) and len(scored) <= 2  # only settings within the limit ran live
