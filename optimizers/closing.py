@@ -125,6 +125,8 @@ def _round_line(record: RoundRecord, current: float) -> str:
         verdict = f"nothing accepted ({_origin(record, furthest)} {furthest.why})"
     line = (f"{head}: tried {tried or 'none'} ({kind}); "
             f"{f'validated {validated}' if validated else 'none validated'}; {verdict}")
+    if record.settings_changed:
+        line += "; settings " + ", ".join(f"{name} {old} -> {new}" for name, (old, new) in record.settings_changed.items())
     repairs = sorted(((k, n) for k, n in (record.repairs or {}).items() if n), key=lambda kv: kv[0] != "tried")
     return line + (f"; repairs: {_counts(dict(repairs))}" if repairs else "")
 

@@ -99,3 +99,10 @@ def test_many_rounds_keep_the_accepted_and_the_last_and_share_one_line_for_the_r
     assert len(rounds) > MAX_ROUND_LINES and len(lines) <= 8
     assert lines[1] == "rounds 1, 3, 4, 5: nothing accepted"
     assert lines[2].startswith(f"round 2, {EXTRACT}:") and lines[3].startswith(f"round 6, {ANSWER}:")
+
+
+def test_a_round_that_changed_settings_says_from_what_to_what():
+    record = RoundRecord.from_dict({**accepted_round().to_dict(), "settings_changed": {"window_turns": [6, 4]}})
+    lines = closing_lines(manifest([record]), Path("runs/s"), report_written=True)
+    first = next(line for line in lines if line.startswith("round 1"))
+    assert "settings window_turns 6 -> 4" in first

@@ -658,13 +658,15 @@
       var cands = r.candidates || [];
       body.appendChild(h("tr", { cls: "cand-tr" }, h("td", { colspan: "7" }, h("details", { cls: "cands" },
         h("summary", { text: cands.length + " candidate" + (cands.length === 1 ? "" : "s") + " for " + (r.chosen_predictor || "?") +
-          (r.local_set ? " · local set: " + r.local_set.calls + " calls, " + r.local_set.targets + " targets, the seed carries " + r.local_set.seed_carried : "") }),
+          (r.local_set ? " · local set: " + r.local_set.calls + " calls, " + r.local_set.targets + " targets, the seed carries " + r.local_set.seed_carried : "") +
+          (r.settings_changed && Object.keys(r.settings_changed).length ? " · settings changed: " + Object.keys(r.settings_changed).map(function (k) { return k + " " + r.settings_changed[k][0] + " → " + r.settings_changed[k][1]; }).join(", ") : "") }),
         cands.map(function (cd, i) {
           return h("div", { cls: "cand-row" },
             h("div", { cls: "row" }, plain("#" + (i + 1)), cd.accepted ? plain("accepted", "ok") : plain("rejected", "no"),
               plain("minibatch " + num(cd.minibatch_score, 3)), plain("val " + num(cd.val_score, 3)),
               cd.demos ? plain("+" + cd.demos + " demo" + (cd.demos === 1 ? "" : "s")) : null,
               cd.origin ? plain(cd.origin) : null,
+              cd.settings && Object.keys(cd.settings).length ? plain(Object.keys(cd.settings).map(function (k) { return k + " " + cd.settings[k]; }).join(", ")) : null,
               cd.local ? plain(localText(cd.local)) : null,
               cd.why ? h("span", { cls: "meta", text: cd.why }) : null),
             textBlock(cd.instruction, 400));
