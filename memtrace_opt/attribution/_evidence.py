@@ -6,26 +6,36 @@ pseudo-evidence, MemTrace's way: the turns ranked highest by BM25 and by dense s
 
 `NeededInfo.holds(text)` is the lexical test attribution rules use for "this value still carries the needed
 information": all of a short gold answer's content words (most of a long one; question words left out),
-or most of an evidence turn's content words in one part of the value.
+or most of an evidence turn's content words in one part of the value. `NeededInfo.written(text)` is the test of a
+fact written with a pronoun for the person or a relative date ("she adopted him two days ago"), for values that
+descend from an evidence turn (see `_provenance.py`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from memtrace_opt.attribution._graph import GraphView
 from memtrace_opt.memory.index import rank_texts
 from memtrace_opt.metrics._porter import porter_stem
-from memtrace_opt.metrics.words import FACT_STOP_WORDS
+from memtrace_opt.metrics.words import CALENDAR_WORDS, FACT_STOP_WORDS, PERSONAL_PRONOUNS, RELATIVE_TIME_WORDS
 
-__all__ = ["Evidence", "NeededInfo", "content_tokens", "find_evidence", "needed_info", "pseudo_evidence"]
+__all__ = ["Evidence", "NeededInfo", "content_tokens", "find_evidence", "needed_info", "pseudo_evidence", "speakers"]
 
 
 _WORD = re.compile(r"[a-z0-9]+")
+_CALENDAR = frozenset(porter_stem(w) for w in CALENDAR_WORDS)
+# the words of a date answer besides its numbers and calendar words ("the week before 9 June 2023")
+_DATE_UNITS = frozenset(porter_stem(w) for w in "day week weekend month year before after early late mid".split())
+
+
+def _date_word(token: str) -> bool:
+    """A stemmed word of a date: a number, a month or weekday, a unit of time or before/after."""
+    return token.isdigit() or token in _CALENDAR or token in _DATE_UNITS or token.rstrip("stndrh").isdigit()
 _NAME = re.compile(r"\b[A-Z][a-zA-Z'-]+")  # capitalised words after the question's first: who/what it is about
 ANSWER_RECALL = 0.65
 SHORT_ANSWER = 3
@@ -51,12 +61,14 @@ class Evidence:
 
 @dataclass(frozen=True)
 class NeededInfo:
-    """The information a failed question needed: its gold answer and the text of its evidence turns."""
+    """The information a failed question needed: its gold answer and the text of its evidence turns; `people` the
+    conversation's speakers (with the names the question uses: who a fact may call "she")."""
 
     question: str
     gold: str
     evidence_texts: tuple[str, ...] = ()
     abstention: bool = False
+    people: tuple[str, ...] = ()
     answer_tokens: frozenset[str] = field(init=False)
     turn_tokens: tuple[frozenset[str], ...] = field(init=False)
     names: frozenset[str] = field(init=False)
@@ -107,13 +119,42 @@ class NeededInfo:
     def holds(self, text: str | Sequence[str]) -> bool:
         return self.score(text) >= 1.0
 
+    def written(self, text: str | Sequence[str]) -> bool:
+        """Whether a value holds the needed information as a fact written with a pronoun or a relative date: a
+        segment with a pronoun or a relative time word ("she", "two days ago") holds the answer's content words
+        other than the people's names (the question's names and `people`), every number among them. Where the
+        answer is a date and the segment says a relative one, the relative date stands for it: the segment must hold
+        the question's own content words instead, the people left out ("Dana's father passed away two days ago" for
+        "When did Dana's father pass away?", gold "25 January 2023"). Meant for values that
+        descend from an evidence turn (`_provenance.py`); `holds` is the test for any value."""
+        if self.abstention or not self.answer_tokens:
+            return False
+        parts = [text] if isinstance(text, str) else [p for p in text if p]
+        people = self.names | content_tokens(" ".join(self.people))
+        answer = self.answer_tokens - people
+        date = bool(answer) and all(_date_word(t) for t in answer)
+        found = [seg for p in parts for seg in segments(p) if seg.pronoun or seg.relative]
+        if self.list_answer and not date and found:  # a list's items may come from several segments
+            found = [Segment(frozenset().union(*(s.tokens for s in found)), frozenset().union(*(s.dates for s in found)),
+                             any(s.pronoun for s in found), any(s.relative for s in found))]
+        for seg in found:
+            need = content_tokens(self.question) - people if date and seg.relative else answer
+            have = seg.tokens | seg.dates
+            numbers = frozenset(t for t in need if t.isdigit())
+            if need and numbers <= have and len(need & have) >= _required(len(need)):
+                return True
+        return False
+
 
 @dataclass(frozen=True)
 class Segment:
-    """The content words of a line or sentence, and the date words of the part it is in."""
+    """The content words of a line or sentence, and the date words of the part it is in; whether it says a personal
+    pronoun, and a relative time word (`metrics.words`)."""
 
     tokens: frozenset[str]
     dates: frozenset[str]
+    pronoun: bool = False
+    relative: bool = False
 
 
 _HEADER = re.compile(r"^\s*\[[^\]]*\]\s*$")
@@ -134,12 +175,17 @@ def segments(text: str) -> tuple[Segment, ...]:
         if _HEADER.match(line):
             continue
         if len(line) <= LONG_LINE:
-            found.append(Segment(content_tokens(line), dates))
+            found.append(_segment(line, dates))
             continue
         speaker = _SPEAKER.match(line)
         prefix = speaker.group(1) + " " if speaker else ""
-        found.extend(Segment(content_tokens(prefix + s), dates) for s in _SENTENCES.split(line) if s.strip())
+        found.extend(_segment(prefix + s, dates) for s in _SENTENCES.split(line) if s.strip())
     return tuple(found)
+
+
+def _segment(text: str, dates: frozenset[str]) -> Segment:
+    words = set(_WORD.findall(text.lower()))
+    return Segment(content_tokens(text), dates, bool(words & PERSONAL_PRONOUNS), bool(words & RELATIVE_TIME_WORDS))
 
 
 def _required(n: int) -> int:
@@ -183,9 +229,24 @@ def find_evidence(
 
 def needed_info(view: GraphView, evidence: Evidence, question: str, gold: str, abstention: bool) -> NeededInfo:
     """The needed information: the gold answer's words, plus the evidence turns' words when the evidence is
-    gold (pseudo-evidence turns count only when the answer has no content words of its own)."""
+    gold (pseudo-evidence turns count only when the answer has no content words of its own); the people are the
+    conversation's speakers."""
     texts = tuple(view.turn_text(t) for t in evidence.strict)
-    info = NeededInfo(question, gold, texts, abstention)
+    people = speakers(view)
+    info = NeededInfo(question, gold, texts, abstention, people)
     if evidence.source != "gold" and info.answer_tokens:
-        info = NeededInfo(question, gold, (), abstention)
+        info = NeededInfo(question, gold, (), abstention, people)
     return info
+
+
+def speakers(view: GraphView) -> tuple[str, ...]:
+    """The speakers of the graph's turns, in the order they first speak."""
+    found: dict[str, None] = {}
+    for node in view.graph:
+        if view.is_turn(node):
+            attrs = view.attrs(node)
+            value = attrs.get("value")
+            speaker = attrs.get("speaker") or (value.get("speaker") if isinstance(value, Mapping) else None)
+            if speaker:
+                found.setdefault(str(speaker), None)
+    return tuple(found)

@@ -3,16 +3,22 @@
 From the evidence turns the information flows forward through write-path ops into memory units (formation),
 along each unit's version chain (updates, deletes, trimming), and through the question's read path
 (retrieval, merging, the answer op). `analyze` records where it was carried and where it stopped, using
-`NeededInfo.holds` as the test of "still carries the information". `Flow.root()` is the rule verdict
+`NeededInfo.holds` as the test of "still carries the information", on the parts of values that descend from an
+evidence turn (`_provenance.py`): words that reach an op by coincidence, through units formed from other turns,
+do not count. On the write path a fact written with a pronoun or a relative date (`NeededInfo.written`) counts as
+held by the call that wrote it, so an update that then drops it is where the information stopped; it counts as
+live at question time only when it holds the information by the strict test. `Flow.root()` is the rule verdict
 (the lineage method); `Flow.suspects()` the ops an LM should be asked about, one per stage.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from memtrace_opt.attribution._evidence import Evidence, NeededInfo
 from memtrace_opt.attribution._graph import GraphView
+from memtrace_opt.attribution._provenance import Provenance
 from memtrace_opt.attribution._types import (
     DELETION,
     EXTRACTION,
@@ -21,7 +27,7 @@ from memtrace_opt.attribution._types import (
     UPDATE,
 )
 
-__all__ = ["Flow", "Root", "Transition", "analyze", "FlowError"]
+__all__ = ["Carrying", "Flow", "Root", "Transition", "analyze", "FlowError"]
 
 
 class FlowError(ValueError):
@@ -47,6 +53,29 @@ class Root:
     op: str
     error_type: str
     reason: str
+
+
+@dataclass(frozen=True)
+class Carrying:
+    """The needed-information tests of one question, on the parts that descend from its evidence turns: `holds` a
+    node (strictly), `carries` a node on the write path (strictly, or as a fact written with a pronoun or a
+    relative date), `reads` / `passes` an op's inputs / outputs (strictly)."""
+
+    needed: NeededInfo
+    provenance: Provenance
+
+    def holds(self, node: str) -> bool:
+        return self.needed.holds(self.provenance.parts(node))
+
+    def carries(self, node: str) -> bool:
+        parts = self.provenance.parts(node)
+        return self.needed.holds(parts) or self.needed.written(parts)
+
+    def reads(self, op: str) -> bool:
+        return self.needed.holds(self.provenance.input_parts(op))
+
+    def passes(self, op: str) -> bool:
+        return self.needed.holds(self.provenance.output_parts(op))
 
 
 @dataclass(frozen=True)
@@ -85,11 +114,16 @@ class Flow:
             return Root(self.answer_op, RESPONSE, "the needed information reached the answer op, which did not use it")
         if not self.formed or not (self.live or self.transitions):
             lost = self.losses + (self.drops if not self.formed else ())
-            op = min(lost, key=view.seq) if lost else _first_of(view, self.consumers, EXTRACTION)
+            # memory held it only as written with a pronoun or a relative date: the call that wrote it so
+            writer = None if lost or not self.formed else _first_of(view, self.formation_ops(view), EXTRACTION)
+            op = min(lost, key=view.seq) if lost else writer or _first_of(view, self.consumers, EXTRACTION)
             if op is None:
                 op = _first_write_op(view, self.read_ops)
             if op is None:
                 return Root(self.answer_op, RESPONSE, "no operation formed memory from the evidence turns")
+            if op == writer:
+                return Root(op, _loss_type(view, op), f"memory held the needed information only as {name(op)} wrote it, "
+                            "with a pronoun or a relative date in place of who or when")
             how = "lost the needed information" if op in lost else "consumed the evidence turns"
             return Root(op, _loss_type(view, op), f"no memory unit ever held the needed information; {name(op)} {how}")
         if not self.live:
@@ -128,6 +162,15 @@ class Flow:
     def formation_ops(self, view: GraphView) -> list[str]:
         """Write-path ops that carried the information into memory (LM-backed first)."""
         return sorted(self.carriers, key=lambda op: (view.predictor(op) is None, view.seq(op)))
+
+    def carrying(self, view: GraphView) -> Carrying:
+        """The needed-information tests of this question over `view` (the graph the flow was followed in)."""
+        return Carrying(self.needed, Provenance.of(view, self.evidence))
+
+    def reached(self, view: GraphView, op: str) -> bool:
+        """Whether the needed information reached `op`: its inputs hold it in parts that descend from an evidence
+        turn (a coincidental holder does not count)."""
+        return self.carrying(view).reads(op)
 
 
 def _loss_type(view: GraphView, op: str) -> str:
@@ -177,18 +220,18 @@ def analyze(view: GraphView, question_id: str, evidence: Evidence, needed: Neede
         raise FlowError(f"the graph has no answer op for question {question_id!r}")
     read_ops = tuple(view.read_path(answer_op, question_id))
     question_seq = view.seq(read_ops[0])
-    holds = needed.holds
-    answer_score = needed.score(view.input_parts(answer_op))
+    test = Carrying(needed, Provenance.of(view, evidence))
+    answer_score = needed.score(test.provenance.input_parts(answer_op))
 
-    formation = _form(view, evidence, read_ops, question_seq, holds)
+    formation = _form(view, evidence, read_ops, question_seq, test)
     # 2. version chains: does a unit that held it still hold it at question time?
     evidence_units = _evidence_units(view, evidence)
-    transitions, live = _chains(view, formation.formed, question_seq, holds)
+    transitions, live = _chains(view, formation.formed, question_seq, test)
     # an op that ran before the evidence was first processed cannot have lost it: changes start there
     said = min((view.seq(op) for op in formation.consumers), default=-1)
     touched = evidence_units | {view.unit_id(n) for n in formation.formed}
-    unit_losses, unit_changes = _changes(view, touched, question_seq, holds, said)
-    read = _read_path(view, read_ops, answer_op, holds, answer_score)
+    unit_losses, unit_changes = _changes(view, touched, question_seq, test, said)
+    read = _read_path(view, read_ops, answer_op, test, answer_score)
 
     return Flow(
         question_id=question_id,
@@ -210,13 +253,13 @@ def analyze(view: GraphView, question_id: str, evidence: Evidence, needed: Neede
         retrieved=tuple(dict.fromkeys(read.retrieved)),
         read_drop=read.read_drop,
         first_retrieval=read.first_retrieval,
-        first_returned=read.first_retrieval is not None and holds(view.output_parts(read.first_retrieval)),
+        first_returned=read.first_retrieval is not None and test.passes(read.first_retrieval),
         reached_answer=answer_score >= 1.0,
         answer_score=answer_score,
     )
 
 
-def _form(view: GraphView, evidence: Evidence, read_ops: tuple[str, ...], question_seq: int, holds) -> _Formed:
+def _form(view: GraphView, evidence: Evidence, read_ops: tuple[str, ...], question_seq: int, test: Carrying) -> _Formed:
     """Step 1, formation: evidence turns -> write-path ops -> memory units (of a kind the read path returns)."""
     reads = set(read_ops)
     retrievable = _retrievable_kinds(view, read_ops)
@@ -226,17 +269,18 @@ def _form(view: GraphView, evidence: Evidence, read_ops: tuple[str, ...], questi
          and op not in view.all_read_ops},
         key=view.seq,
     )
-    carriers, losses, drops, formed_nodes = _formation(view, start, reads | view.all_read_ops, holds)
+    carriers, losses, drops, formed_nodes = _formation(view, start, reads | view.all_read_ops, test.carries)
     formed = {n for n in formed_nodes if view.unit_kind(n) in retrievable or not retrievable}
-    for chain in view.units.values():  # information that reached memory by any other path counts too
+    for chain in view.units.values():  # information that reached memory by another path from the evidence counts
         for node in chain:
-            if view.written_at(node) < question_seq and not view.deleted(node) and holds(view.parts(node)):
+            if view.written_at(node) < question_seq and not view.deleted(node) and test.carries(node):
                 if not retrievable or view.unit_kind(node) in retrievable:
                     formed.add(node)
     return _Formed(consumers, carriers, losses, drops, formed)
 
 
-def _read_path(view: GraphView, read_ops: tuple[str, ...], answer_op: str, holds, answer_score: float) -> _ReadPath:
+def _read_path(view: GraphView, read_ops: tuple[str, ...], answer_op: str, test: Carrying, answer_score: float
+               ) -> _ReadPath:
     """Step 3, the read path up to the answer op: the holding units it retrieved, the first op that received
     the information and passed it on no further, and the first retrieval op."""
     retrieved: list[str] = []
@@ -251,9 +295,9 @@ def _read_path(view: GraphView, read_ops: tuple[str, ...], answer_op: str, holds
         refs = view.mem_refs(op)
         if not passes and view.error_type(op) == RETRIEVAL:
             continue  # it judges or plans (a sufficiency check, a query writer): it never drops what it reads
-        retrieved.extend(r for r in refs if r in view.graph and holds(view.parts(r)))
-        had = holds(view.input_parts(op)) or any(holds(view.parts(r)) for r in refs if r in view.graph)
-        if read_drop is None and had and not holds(view.output_parts(op)) and answer_score < 1.0:
+        retrieved.extend(r for r in refs if r in view.graph and test.holds(r))
+        had = test.reads(op) or any(test.holds(r) for r in refs if r in view.graph)
+        if read_drop is None and had and not test.passes(op) and answer_score < 1.0:
             read_drop = op
     if first_retrieval is None:
         first_retrieval = next(
@@ -277,7 +321,7 @@ def _retrievable_kinds(view: GraphView, read_ops: tuple[str, ...]) -> set[str]:
 
 
 def _formation(
-    view: GraphView, start: list[str], reads: set[str], holds
+    view: GraphView, start: list[str], reads: set[str], carries: Callable[[str], bool]
 ) -> tuple[list[str], list[str], list[str], set[str]]:
     """Forward from the evidence turns through write-path ops, never into a unit's own next version.
 
@@ -301,7 +345,7 @@ def _formation(
         carried = False
         dropped: list[str] = []
         for op in ops:
-            outs = [o for o in view.outputs(op) if o not in holding and holds(view.parts(o))]
+            outs = [o for o in view.outputs(op) if o not in holding and carries(o)]
             outs += [o for o in view.outputs(op) if o in holding]
             if not outs and view.predictor(op) and view.error_type(op) in (UPDATE, DELETION):
                 dropped.append(op)
@@ -357,8 +401,10 @@ def _transition(view: GraphView, before: str, after: str) -> Transition:
     return Transition(before, after, writer, decider, deleted, kind)
 
 
-def _chains(view: GraphView, formed: set[str], question_seq: int, holds) -> tuple[list[Transition], list[str]]:
-    """For each unit that held the information: the change that lost it, or the version live at question time."""
+def _chains(view: GraphView, formed: set[str], question_seq: int, test: Carrying) -> tuple[list[Transition], list[str]]:
+    """For each unit that held the information: the change that lost it (a version that no longer carries it, or
+    no longer holds it strictly where the one before did), or the version live at question time when that holds it
+    strictly."""
     transitions: list[Transition] = []
     live: list[str] = []
     for unit in sorted({view.unit_id(n) for n in formed}):
@@ -369,19 +415,25 @@ def _chains(view: GraphView, formed: set[str], question_seq: int, holds) -> tupl
         index = chain.index(held[0])
         lost = None
         for before, after in zip(chain[index:], chain[index + 1 :], strict=False):
-            if view.deleted(after) or not holds(view.parts(after)):
+            if _loses(view, test, before, after):
                 lost = _transition(view, before, after)
                 break
         if lost is None:
-            live.append(chain[-1])
+            if test.holds(chain[-1]):
+                live.append(chain[-1])
         else:
             transitions.append(lost)
     transitions.sort(key=lambda t: view.seq(t.writer))
     return transitions, live
 
 
+def _loses(view: GraphView, test: Carrying, before: str, after: str) -> bool:
+    """Whether the version change `before` -> `after` lost the information `before` carried."""
+    return view.deleted(after) or not test.carries(after) or (test.holds(before) and not test.holds(after))
+
+
 def _changes(
-    view: GraphView, units: set[str], question_seq: int, holds, said: int
+    view: GraphView, units: set[str], question_seq: int, test: Carrying, said: int
 ) -> tuple[list[Transition], list[Transition]]:
     """Updates/deletes of these units after the evidence was first processed (`said`, the seq of its first
     consumer) and before the question, earliest first: (those that lost the needed information, the others).
@@ -393,7 +445,7 @@ def _changes(
         for before, after in zip(chain, chain[1:], strict=False):
             if view.producers(after) and view.written_at(after) > said:
                 changes.append(_transition(view, before, after))
-    lost = [c for c in changes if holds(view.parts(c.before)) and (c.deleted or not holds(view.parts(c.after)))]
+    lost = [c for c in changes if test.carries(c.before) and (c.deleted or _loses(view, test, c.before, c.after))]
     rest = [c for c in changes if c not in lost]
     return sorted(lost, key=lambda c: view.seq(c.writer)), sorted(rest, key=lambda c: view.seq(c.writer))
 

@@ -114,6 +114,7 @@ class GraphView:
         self.graph = graph
         self._text: dict[str, str] = {}
         self._lineage: dict[str, frozenset[str]] = {}
+        self._descent: dict[str, frozenset[str]] = {}
 
     @classmethod
     def of(cls, graph: nx.MultiDiGraph) -> GraphView:
@@ -297,17 +298,50 @@ class GraphView:
         cached = self._lineage.get(node)
         if cached is not None:
             return cached
+        found = self._recorded_turns(node)
+        if not found:
+            found = frozenset(self._walk_turns(node))
+        self._lineage[node] = found
+        return found
+
+    def _recorded_turns(self, node: str) -> frozenset[str]:
+        """The `source_turns` a memory version records (empty when none)."""
         attrs = self.attrs(node)
         value = attrs.get("value")
         recorded = attrs.get("source_turns")
         if recorded is None and isinstance(value, Mapping):
             recorded = value.get("source_turns")
-        if recorded:
-            found = frozenset(t if str(t).startswith("turn:") else f"turn:{t}" for t in recorded)
-        else:
-            found = frozenset(self._walk_turns(node))
-        self._lineage[node] = found
-        return found
+        return frozenset(t if str(t).startswith("turn:") else f"turn:{t}" for t in recorded or ())
+
+    def lineage(self, node: str) -> frozenset[str]:
+        """The turn nodes `node` descends from by the graph's edges: a turn itself; a memory version the turns it
+        records (`source_turns`); an op the union of its inputs'; any other value (or a memory version that records
+        none) the union of the inputs of the ops that produced it. A question node is no source."""
+        done = self._descent
+        if node in done:
+            return done[node]
+        stack: list[tuple[str, bool]] = [(node, False)]
+        open_nodes: set[str] = set()
+        while stack:
+            current, expanded = stack.pop()
+            if current in done:
+                continue
+            if self.is_turn(current) or current.startswith("q:"):
+                done[current] = frozenset({current}) if self.is_turn(current) else frozenset()
+                continue
+            recorded = self._recorded_turns(current) if self.is_mem(current) else frozenset()
+            if recorded:
+                done[current] = recorded
+                continue
+            sources = self.inputs(current) if self.is_op(current) else self.producers(current)
+            if expanded:
+                done[current] = frozenset().union(*(done.get(s, frozenset()) for s in sources))
+                open_nodes.discard(current)
+                continue
+            open_nodes.add(current)
+            stack.append((current, True))
+            stack.extend((s, False) for s in sources if s not in done and s not in open_nodes)
+        return done[node]
 
     def _walk_turns(self, start: str) -> set[str]:
         unit = self.unit_id(start) if self.is_mem(start) else None

@@ -11,6 +11,9 @@ Which words count decides whether a text "holds the answer", so a list is chosen
   search (`memory.index.tokenize`), so pseudo-evidence is ranked on the words the test reads.
 - `FUNCTION_WORDS`: every function word of the lists above plus the modals, conjunctions and question words: a
   capitalised one starts a sentence and names no one (the reflective source's test for the cases' names).
+- `PERSONAL_PRONOUNS`, `RELATIVE_TIME_WORDS`, `CALENDAR_WORDS`: how a fact refers to a person or a date without
+  naming it ("she", "two days ago") and the words of an absolute date (months, weekdays): attribution's test of a
+  fact written with a pronoun or a relative date (`NeededInfo.written`).
 - `CHAT_STOP_WORDS`: the fake LM's reading of chat text (`testing.skills`): `FACT_STOP_WORDS` plus chat filler
   ("oh", "yeah", "thanks"), contractions written without their apostrophe, and vague words ("thing", "lot").
 
@@ -19,7 +22,8 @@ The lists hold lower-case, unstemmed words; a caller that stems its tokens stems
 
 from __future__ import annotations
 
-__all__ = ["CHAT_STOP_WORDS", "FACT_STOP_WORDS", "FUNCTION_WORDS", "SCORING_STOP_WORDS"]
+__all__ = ["CALENDAR_WORDS", "CHAT_STOP_WORDS", "FACT_STOP_WORDS", "FUNCTION_WORDS", "PERSONAL_PRONOUNS",
+           "RELATIVE_TIME_WORDS", "SCORING_STOP_WORDS"]
 
 #: Function words an answer can leave out and still say the same: prepositions of place and relation, copulas
 #: and auxiliaries, demonstratives.
@@ -39,6 +43,23 @@ FACT_STOP_WORDS = frozenset(
 FUNCTION_WORDS = SCORING_STOP_WORDS | FACT_STOP_WORDS | frozenset(
     "am being us will would shall should can could may might must but if so than then also very not no whom whose "
     "why here there about after before over".split()
+)
+
+#: Personal pronouns and possessives: a fact that says "she" where the conversation named the person.
+PERSONAL_PRONOUNS = frozenset(
+    "i me my mine myself you your yours yourself he him his himself she her hers herself we us our ours ourselves "
+    "they them their theirs themselves".split()
+)
+
+#: Words of a date said relative to when it was said ("yesterday", "two days ago", "last week").
+RELATIVE_TIME_WORDS = frozenset(
+    "yesterday today tonight tomorrow ago recently lately earlier later last next previous past coming".split()
+)
+
+#: Month and weekday names: the words of an absolute date besides its numbers.
+CALENDAR_WORDS = frozenset(
+    "january february march april may june july august september october november december jan feb mar apr jun "
+    "jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday".split()
 )
 
 #: The fake LM's non-content words of chat text.
