@@ -9,7 +9,8 @@ Methods (by name): `lineage` (rules, no LM), `graphtrace` (structure first, then
 
 Code outside this package imports from here, never from its `_private` modules: besides the methods, the
 public API holds the graph view and its value helpers (`GraphView`, `value_text`, `value_parts`), the
-information flow of a failed question (`Flow`, `NeededInfo`) and the store-action helpers (`action_field`,
+information flow of a failed question (`Flow`, `NeededInfo`, `Provenance`: the parts of a value that descend from its
+evidence turns) and the store-action helpers (`action_field`,
 `action_unit`) that the optimizer's evidence and the benchmark's fault injection share.
 """
 
@@ -22,6 +23,7 @@ from memtrace_opt.attribution._graph import (
     value_parts,
     value_text,
 )
+from memtrace_opt.attribution._provenance import Provenance
 from memtrace_opt.attribution._types import (
     DELETION,
     ERROR_TYPES,
@@ -74,6 +76,7 @@ __all__ = [
     "GraphUnavailable",
     "GraphView",
     "NeededInfo",
+    "Provenance",
     "RESPONSE",
     "ReplayContext",
     "ReplayProvider",

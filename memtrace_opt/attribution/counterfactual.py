@@ -245,7 +245,10 @@ def _add_writes(view: GraphView, flow: Flow, op: str, outputs: Mapping[str, Any]
     key = action_field(outputs) or next((k for k, v in outputs.items() if k.endswith("actions") and isinstance(v, list)), None)
     if key is None or not isinstance(recorded, Mapping):
         return None
-    facts = [f for v in recorded.values() if isinstance(v, list) for f in v if isinstance(f, str) and flow.needed.holds(f)]
+    # facts that descend from an evidence turn and hold the information (written with a pronoun counts too)
+    shown = set(flow.carrying(view).provenance.input_parts(op))
+    facts = [f for v in recorded.values() if isinstance(v, list) for f in v if isinstance(f, str) and f in shown
+             and (flow.needed.holds(f) or flow.needed.written(f))]
     written = {str(a.get("text")) for a in outputs[key] if isinstance(a, Mapping)}
     added = [{"event": "ADD", "text": f, "unit_id": None} for f in dict.fromkeys(facts) if f not in written]
     return {key: list(outputs[key]) + added} if added else None

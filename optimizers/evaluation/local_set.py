@@ -11,7 +11,9 @@ declares (`memory/roles.py`):
 - an op that updates units (a memory decision): every such call; what it leaves live carries the needed
   information (the op's `live_after(fields, outputs)`: the memories shown with its actions applied, and what it
   adds); an update op without `live_after` is judged by its output, as a forming op is;
-- the op that answers: the question's own answer call; the answer is right by the token rule.
+- the op that answers: the question's own answer call, when it was shown a unit that descends from an evidence
+  turn (`Provenance`: an input that holds the answer's words by coincidence alone does not count); the answer is
+  right by the token rule.
 
 A target whose information no output of the predictor could carry is left out and counted (`excluded`): no call
 of the predictor read the evidence (`unread`), or the call's input did not hold the information (`input_lacks`;
@@ -34,7 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 import dspy
 import networkx as nx
 
-from memtrace_opt.attribution import GraphView, NeededInfo, find_evidence, value_parts
+from memtrace_opt.attribution import GraphView, NeededInfo, Provenance, find_evidence, value_parts
 from memtrace_opt.data import Question
 from memtrace_opt.memory import LMOperation, Operation, OpRole, role_for_name
 from memtrace_opt.metrics import score_answer
@@ -332,6 +334,8 @@ def _calls_of_case(case: CaseResult, predictor: str, role: OpRole, graph: nx.Mul
     if role is OpRole.ANSWERS:
         answer = view.answer_op(case.case_id)
         seqs = [view.seq(answer)] if answer is not None and view.predictor(answer) == predictor else []
+        if seqs and answer is not None and not question.abstention and not _shown_evidence(view, question, answer):
+            return "input_lacks"
     else:
         if question.abstention or not answer_tokens(question.answer):
             return "no_answer_words"
@@ -356,6 +360,13 @@ def _calls_of_case(case: CaseResult, predictor: str, role: OpRole, graph: nx.Mul
         if role is not OpRole.UPDATES:
             break  # a forming op: the earliest call that read it; the answering op: its one call
     return found or "input_lacks"
+
+
+def _shown_evidence(view: GraphView, question: Question, op: str) -> bool:
+    """Whether `op` was shown something that descends from the question's evidence turns (its prompt is tested for
+    the needed information itself, as the prompt showed it)."""
+    evidence = find_evidence(view, question.evidence, question.question, question.answer)
+    return bool(Provenance.of(view, evidence).input_parts(op))
 
 
 def _input_text(role: OpRole, prompt: str) -> str:

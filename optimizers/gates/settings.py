@@ -30,7 +30,7 @@ from typing import Any
 
 import dspy
 
-from memtrace_opt.attribution import GraphView, NeededInfo
+from memtrace_opt.attribution import GraphView, NeededInfo, Provenance, find_evidence
 from memtrace_opt.data import Conversation
 from memtrace_opt.memory import LMOperation, Operation, OpRole, role_for_name
 from memtrace_opt.memory.values import to_jsonable
@@ -237,7 +237,7 @@ def program_cost(program: dspy.Module, cases: Sequence[CaseRef]) -> Cost:
 
 def _read_path_carried(run: EvalResult, op_name: str) -> dict[str, bool]:
     """Per question with an answer op, whether the op named `op_name` on its read path returned its needed
-    information."""
+    information (in parts that descend from the question's evidence turns, `Provenance`)."""
     graphs = GraphCache(run)
     out: dict[str, bool] = {}
     for case in run.cases:
@@ -249,8 +249,9 @@ def _read_path_carried(run: EvalResult, op_name: str) -> dict[str, bool]:
         if answer is None:
             continue
         needed = NeededInfo(question.question, question.answer)
+        provenance = Provenance.of(view, find_evidence(view, question.evidence, question.question, question.answer))
         ops = [op for op in view.read_path(answer, case.case_id) if view.op_name(op) == op_name]
-        out[case.case_id] = any(needed.holds(view.output_parts(op)) for op in ops)
+        out[case.case_id] = any(needed.holds(provenance.output_parts(op)) for op in ops)
     return out
 
 
