@@ -53,6 +53,26 @@ def test_a_coincidental_segment_does_not_reach_the_answer_op() -> None:
     assert (verdict.op_id, verdict.error_type) == (retrieve, "RetrievalError"), verdict.reason
 
 
+def test_units_rendered_as_plain_strings_keep_each_units_own_lineage() -> None:
+    """A retrieve op that reads both chunks and passes them on as plain strings: the list as a whole descends
+    from the evidence turn (chunk 1 was read), but the string that holds the answer's words is chunk 2's."""
+    b = GraphBuilder("rag")
+    lost = text_of(SESSION1, drop="D1:3")  # the evidence session, its fact left out
+    _, c1 = b.op("rag.chunk", turns(SESSION1), {"chunk": lost})
+    _, m1 = b.op("rag.index_chunk", [c1["chunk"]], mems=[("chunk-1", 1, lost, False)])
+    _, c2 = b.op("rag.chunk", turns(SESSION2), {"chunk": COINCIDENCE})
+    _, m2 = b.op("rag.index_chunk", [c2["chunk"]], mems=[("chunk-2", 1, COINCIDENCE, False)])
+    q = b.question()
+    rendered = [f"[1 May]\n- {text}" for text in (lost, COINCIDENCE)]
+    _, r = b.op("rag.retrieve", [q, m1["chunk-1"], m2["chunk-2"]], {"notes": rendered})
+    answer, _ = b.op("rag.answer", [q, r["notes"]], {"answer": "Max"}, predictor="answer.predict", answer_of=QID)
+    view = GraphView(b.graph)
+    assert "turn:D1:3" in view.lineage(r["notes"])
+    assert NeededInfo(QUESTION, GOLD).holds(view.input_parts(answer))
+    flow = case_flow(view, case_for(b.graph), CONFIG)
+    assert not flow.reached_answer and not flow.reached(view, answer)
+
+
 def test_a_unit_from_the_evidence_turn_still_reaches_the_answer_op() -> None:
     b = GraphBuilder("rag")
     _, c1 = b.op("rag.chunk", turns(SESSION1), {"chunk": text_of(SESSION1)})
