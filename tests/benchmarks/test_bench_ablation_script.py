@@ -10,9 +10,9 @@ from memtrace_opt.programs import make_program
 
 
 def test_sentences_end_at_a_full_stop_or_a_line_break_before_a_capital():
-    text = "Do the job.\nIf unsure, reply: None\nOtherwise answer in a few words. A date is\nwritten \"7 May 2023\"."
+    text = "Do the job.\nIf unsure, reply: None\nOtherwise answer in a few words. A date is\nwritten \"12 March 2034\"."
     assert sentences(text) == ["Do the job.", "If unsure, reply: None", "Otherwise answer in a few words.",
-                               "A date is\nwritten \"7 May 2023\"."]
+                               "A date is\nwritten \"12 March 2034\"."]
 
 
 def test_each_variant_leaves_out_exactly_one_sentence_and_keeps_the_others_as_written():

@@ -27,9 +27,9 @@ def test_adversarial_question_rewards_abstaining_only() -> None:
 
 
 def test_longmemeval_style_abstention() -> None:
-    question = make("The information provided is not enough. You never said ...", "knowledge-update", True)
+    question = make("The conversation does not say enough. You never said ...", "knowledge-update", True)
     assert score_answer(question, "I don't know").correct_by_rule
-    assert score_answer(question, "Five engineers").f1 == 0.0
+    assert score_answer(question, "Six kayaks").f1 == 0.0
 
 
 def test_multi_hop_uses_multi_answer_f1() -> None:
@@ -90,7 +90,7 @@ def test_a_multi_hop_answer_reads_numbers_alike_part_by_part() -> None:
     # F1 0.5 (8 tokens against 4, 3 shared: one of the gold's two "in"s is missing); every content word is there
     ("The wedding was held in Udaipur during December 2024", "In Udaipur in December", "single-hop"),
     # "at" is not in the answer; F1 0.4
-    ("Caroline spent the morning hiking on Mount Rainier", "At Mount Rainier", "single-hop"),
+    ("Odalys spent the morning hiking on Mount Rainier", "At Mount Rainier", "single-hop"),
     # per part: "in Paris" and "in Rome" each lose only their "in" (F1 0.2 each)
     ("They visited Paris last spring and then Rome during the summer", "in Paris, in Rome", "multi-hop"),
 ])
@@ -107,7 +107,7 @@ def test_the_issue_pair_is_right() -> None:
 
 
 @pytest.mark.parametrize(("prediction", "gold"), [
-    ("Caroline went to Mount Rainier", "She was at Mount Rainier"),  # a pronoun is a content word
+    ("Odalys went to Mount Rainier", "She was at Mount Rainier"),  # a pronoun is a content word
     ("in the office", "not in the office"),  # so is a negation (F1 0.8 keeps this one right by F1, though)
     ("to London", "to Paris"),
     ("before the party started", "after the party"),  # "after" says when

@@ -21,7 +21,7 @@ DECLINES = [
     "It cannot be determined from the conversation.",
     "The conversation does not mention a dog.",
     "The conversation doesn't specify.",
-    "The information provided is not enough.",
+    "The information given is not enough.",
     "Not enough information to answer.",
     "Insufficient information",
     "That is not mentioned; Theo is the one with a dog.",

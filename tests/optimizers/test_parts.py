@@ -193,13 +193,13 @@ def test_proposer_bounds_its_replies_and_drops_looped_lines():
 def test_a_case_shown_to_the_proposer_keeps_the_output_the_reason_and_the_end_of_a_long_input():
     from memtrace_opt.optimizers import OpEvidence
 
-    shown = "earlier_messages: " + "Jon: hi there. " * 300 + "\nnew_messages: Gina: I adopted a cat named Miso."
-    case = OpEvidence("c1", "What pet did Gina adopt?", "a cat", "a dog", shown,
-                      '["Gina likes pets."]' + " filler" * 200, "the cat adoption in the new messages was not extracted")
+    shown = "earlier_messages: " + "Bartek: hi there. " * 300 + "\nnew_messages: Wenna: I adopted a cat named Sorrel."
+    case = OpEvidence("c1", "What pet did Wenna adopt?", "a cat", "a dog", shown,
+                      '["Wenna likes pets."]' + " filler" * 200, "the cat adoption in the new messages was not extracted")
     text = case.render(True, 1500)
-    assert "Gina: I adopted a cat named Miso." in text  # the end of the input, where the new messages are
+    assert "Wenna: I adopted a cat named Sorrel." in text  # the end of the input, where the new messages are
     assert text.count("[...]") == 1 and "earlier_messages:" in text
-    assert '["Gina likes pets."]' in text and "was not extracted" in text
+    assert '["Wenna likes pets."]' in text and "was not extracted" in text
     assert len(text) <= 1600
     assert "Why this step was blamed" not in case.render(False, 1500)
 
@@ -210,18 +210,18 @@ def test_proposals_that_name_the_cases_people_are_dropped():
     from memtrace_opt.optimizers import OpEvidence, ProposalEvidence, ReflectiveProposer
     from memtrace_opt.testing import Skill, fake_lm
 
-    current = "Answer the question from the context, in a few words. A date is written like 7 May 2023."
-    failed = OpEvidence("c1", "What does Odalys do to destress?", "running and painting", "None", "...", "None", "")
+    current = "Answer the question from the context, in a few words. A date is written like 12 March 2034."
+    failed = OpEvidence("c1", "What does Odalys do on rainy evenings?", "knitting and chess", "None", "...", "None", "")
     evidence = ProposalEvidence("answer.predict", "long_context.answer", current, failures=(failed,))
-    rules = iter(["- Remind Odalys to prioritize self-care."])
-    replies = iter(["Answer about Odalys's hobbies in a few words.", "Answer in a few words; on 7 May 2023 style dates."
+    rules = iter(["- Remind Odalys to stretch after rowing."])
+    replies = iter(["Answer about Odalys's hobbies in a few words.", "Answer in a few words; on 12 March 2034 style dates."
                     " Never reply None when the context names the thing."])
     lm = fake_lm([Skill(("rules",), lambda call: {"rules": next(rules)}),
                   Skill(("new_instruction",), lambda call: {"new_instruction": next(replies)})])
     with dspy.context(lm=lm):
         found = ReflectiveProposer(attempts_per_candidate=1).propose(evidence, 3)
-    # the rule and the rewrite naming Odalys are dropped; "May" is a word the instruction already uses
-    assert found == ["Answer in a few words; on 7 May 2023 style dates. Never reply None when the context names the thing."]
+    # the rule and the rewrite naming Odalys are dropped; "March" is a word the instruction already uses
+    assert found == ["Answer in a few words; on 12 March 2034 style dates. Never reply None when the context names the thing."]
     with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- Remind Odalys to rest."})])):
         kept = ReflectiveProposer(attempts_per_candidate=1, drop_case_specific=False).propose(evidence, 1)
     assert kept == [current + "\n- Remind Odalys to rest."]
@@ -236,13 +236,13 @@ def test_proposal_lines_that_copy_the_tracing_words_are_dropped():
     current = "Answer the question from the context, in a few words."
     evidence = ProposalEvidence("answer.predict", "mem0.answer", current)
     leaked = ("- If the needed information reached the answer op, which did not use it (evidence: gold turn:D1:3), "
-              "reply: None\n- Write a date as 7 May 2023.")
+              "reply: None\n- Write a date as 12 March 2034.")
     rewrite = "Answer from the context in a few words.\nFix answer.predict at op:41 (D1:25).\nNever guess."
     lm = fake_lm([Skill(("rules",), lambda call: {"rules": leaked}),
                   Skill(("new_instruction",), lambda call: {"new_instruction": rewrite})])
     with dspy.context(lm=lm):
         found = ReflectiveProposer(attempts_per_candidate=1).propose(evidence, 2)
-    assert found == [current + "\n- Write a date as 7 May 2023.",
+    assert found == [current + "\n- Write a date as 12 March 2034.",
                      "Answer from the context in a few words.\nNever guess."]
     with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- Say which op:3 failed."})])):
         assert ReflectiveProposer(attempts_per_candidate=1).propose(evidence, 1) == []  # nothing left: an echo
@@ -261,13 +261,13 @@ def test_proposal_sentences_that_comment_on_the_rewrite_are_dropped():
                 "memory provided. The rule broken is that the answer did not include the necessary information.\n"
                 "The current instruction should include the necessary information for the question's context.")
     rewrite = ("Answer from the context in a few words. This step must keep the correct cases working.\n"
-               "- Write a date as 7 May 2023. The failed cases show dates written as 'yesterday'.")
+               "- Write a date as 12 March 2034. The failed cases show dates written as 'yesterday'.")
     lm = fake_lm([Skill(("rules",), lambda call: {"rules": restated}),
                   Skill(("new_instruction",), lambda call: {"new_instruction": rewrite})])
     with dspy.context(lm=lm):
         found = ReflectiveProposer(attempts_per_candidate=1).propose(evidence, 2)
     # the rules were all commentary: the candidate would be the current instruction, an echo, so it is dropped
-    assert found == ["Answer from the context in a few words.\n- Write a date as 7 May 2023."]
+    assert found == ["Answer from the context in a few words.\n- Write a date as 12 March 2034."]
     kept_words = ProposalEvidence("answer.predict", "x.answer", "Follow the rules of this step. Reply briefly.")
     with dspy.context(lm=fake_lm([Skill(("rules",), lambda call: {"rules": "- This step never guesses a date."})])):
         assert ReflectiveProposer(attempts_per_candidate=1).propose(kept_words, 1) == [
@@ -281,7 +281,7 @@ def test_a_rewrite_that_only_cuts_the_current_instruction_is_an_echo():
     from memtrace_opt.testing import Skill, fake_lm
 
     current = ("You answer a question from the context. If the context does not state it, reply: None\n"
-               "Otherwise reply in a few words. A when question is answered with a date such as 7 May 2023.")
+               "Otherwise reply in a few words. A when question is answered with a date such as 12 March 2034.")
     evidence = ProposalEvidence("answer.predict", "long_context.answer", current)
     # the 63-question run accepted this: the first line alone, which lost the held-out questions the rest answered
     replies = iter(["You answer a question from the context. If the context does not state it, reply: None",

@@ -7,13 +7,13 @@ from __future__ import annotations
 from memtrace_opt.data import Conversation, Question, Session, Turn
 
 SESSIONS = [
-    ("1:00 pm on 8 May, 2023", [
+    ("1:00 pm on 13 March, 2034", [
         ("Alice", "I adopted a kitten yesterday, her name is Luna."),
         ("Bob", "Congratulations! I started working as a carpenter in Lisbon."),
         ("Alice", "I finished my first marathon last year in Rotterdam."),
         ("Bob", "My sister Clara studies marine biology in Porto."),
     ]),
-    ("2:00 pm on 9 June, 2023", [
+    ("2:00 pm on 21 April, 2034", [
         ("Alice", "I visited the Louvre museum yesterday with my cousin."),
         ("Bob", "I bought a red sailboat called Marlin."),
         ("Alice", "I learned pottery from my grandmother Rosa."),
@@ -22,15 +22,15 @@ SESSIONS = [
 ]
 
 QUESTIONS = [
-    ("q-kitten-when", "When did Alice adopt a kitten?", "7 May 2023", ("D1:1",), "temporal"),
+    ("q-kitten-when", "When did Alice adopt a kitten?", "12 March 2034", ("D1:1",), "temporal"),
     ("q-kitten-name", "What is the name of Alice's kitten?", "Luna", ("D1:1",), "single-hop"),
     ("q-job", "What does Bob work as?", "carpenter", ("D1:2",), "single-hop"),
-    ("q-marathon-when", "When did Alice finish her first marathon?", "2022", ("D1:3",), "temporal"),
+    ("q-marathon-when", "When did Alice finish her first marathon?", "2033", ("D1:3",), "temporal"),
     ("q-sister", "What does Bob's sister Clara study?", "marine biology", ("D1:4",), "single-hop"),
-    ("q-louvre-when", "When did Alice visit the Louvre museum?", "8 June 2023", ("D2:1",), "temporal"),
+    ("q-louvre-when", "When did Alice visit the Louvre museum?", "20 April 2034", ("D2:1",), "temporal"),
     ("q-boat", "What is the name of Bob's sailboat?", "Marlin", ("D2:2",), "single-hop"),
     ("q-pottery", "Who taught Alice pottery?", "grandmother Rosa", ("D2:3",), "single-hop"),
-    ("q-porto-when", "When did Bob move to Porto?", "May 2023", ("D2:4",), "temporal"),
+    ("q-porto-when", "When did Bob move to Porto?", "March 2034", ("D2:4",), "temporal"),
 ]
 
 

@@ -69,8 +69,8 @@ def make_question(text: str, answer: str = "x", qid: str = "q1", evidence: tuple
 
 TINY_SESSIONS = [
     ("10:00 am on 1 May, 2023", [
-        ("Alice", "I adopted a grey kitten named Pepper from the shelter downtown."),
-        ("Bob", "Pepper sounds adorable, kittens from the shelter make great pets."),
+        ("Alice", "I adopted a grey kitten named Pepper from the rescue downtown."),
+        ("Bob", "Pepper sounds adorable, kittens from the rescue make great pets."),
         ("Alice", "Pepper already climbs the bookshelf in the living room every morning."),
     ]),
     ("4:30 pm on 20 May, 2023", [

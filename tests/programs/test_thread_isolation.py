@@ -15,9 +15,9 @@ from memtrace_opt.testing.skills import default_skills
 
 def _conversation(name, pet, city, sample_id):
     return make_conversation([
-        ("9:00 am on 2 April, 2023", [(name, f"I adopted a puppy named {pet} from the shelter in {city}."),
-                                      ("Friend", f"{pet} sounds lovely, the shelter in {city} is great.")]),
-        ("9:00 am on 9 April, 2023", [(name, f"{pet} learned to fetch sticks in the {city} park this week.")]),
+        ("9:00 am on 2 April, 2031", [(name, f"I adopted a puppy named {pet} from the rescue in {city}."),
+                                      ("Friend", f"{pet} sounds lovely, the rescue in {city} is great.")]),
+        ("9:00 am on 9 April, 2031", [(name, f"{pet} learned to fetch sticks in the {city} park this week.")]),
     ], [make_question(f"What is the name of {name}'s puppy?", pet, f"{sample_id}-q")], sample_id=sample_id)
 
 

@@ -40,10 +40,10 @@ class Facts(dspy.Signature):
 
 def test_parses_a_real_predict_prompt():
     with use_fake_lm() as engine:
-        dspy.Predict(Answer)(question="Where did Mel go?\n\nIn May.", context=["D1:1 Mel went to Oslo"])
+        dspy.Predict(Answer)(question="Where did Ysolde go?\n\nIn May.", context=["D1:1 Ysolde went to Oslo"])
     (call,) = engine.calls
     assert call.instruction == "Answer the question from the context.\n\nKeep it short."
-    assert call.inputs == {"question": "Where did Mel go?\n\nIn May.", "context": '["D1:1 Mel went to Oslo"]'}
+    assert call.inputs == {"question": "Where did Ysolde go?\n\nIn May.", "context": '["D1:1 Ysolde went to Oslo"]'}
     assert call.output_fields == ("answer", "confidence")
     assert [m["role"] for m in call.messages] == ["system", "user"]
     assert "Respond with" in call.messages[-1]["content"]

@@ -51,7 +51,7 @@ def test_the_nopatterns_row_runs_our_loop_without_the_diagnosis(tmp_path):
         assert row.error is None and row.details["rounds"]
     origins = {name: [c["origin"] for r in row.details["rounds"] for c in r["candidates"]]
                for name, row in rows.items()}
-    # with the diagnosis the learned date rule (the toy golds' "7 May 2023" form) is a candidate and fixes the
+    # with the diagnosis the learned date rule (the toy golds' "12 March 2034" form) is a candidate and fixes the
     # "When" questions; without it no candidate is a pattern's rule, and the reflection LM is told no mistake
     assert "pattern:date_form" in origins["memtrace"]
     assert rows["memtrace"].optimized_accuracy > rows["memtrace"].baseline_accuracy

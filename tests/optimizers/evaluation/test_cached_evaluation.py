@@ -105,12 +105,12 @@ def test_answer_shape_shows_a_longer_answer_the_token_rule_counts_as_right():
     from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
 
     metric = AnswerMetric()
-    question = Question("q1", "Where did Caroline move from?", "Sweden", "single-hop", 1, ("D1:3",))
+    question = Question("q1", "Where did Odalys move from?", "Varnholm", "single-hop", 1, ("D1:3",))
 
     def result(answer: str) -> EvalResult:
         return EvalResult([CaseResult("q1", "c", question, answer, metric(question, answer))])
 
-    short, long = result("Sweden"), result("Caroline moved here from Sweden four years ago with her family")
+    short, long = result("Varnholm"), result("Odalys moved here from Varnholm four years ago with her family")
     assert short.accuracy == long.accuracy == 1.0  # full recall: both right under the token rule
     shape = AnswerShape.of(short, long)
     assert shape.f1_before == 1.0 and shape.f1_after < 0.3  # F1 tells them apart

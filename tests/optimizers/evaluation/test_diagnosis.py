@@ -186,7 +186,7 @@ def test_the_loop_accepts_a_patterns_rule_where_the_reflection_lm_only_echoes(ex
     dates = next(f for f in first.to_dict()["findings"] if f["pattern"] == "date_form")
     assert dates["cases"] and all(case.endswith("-when") for case in dates["cases"])
     assert instructions_of(optimized)[ANSWER] == taken.instruction and "date" in taken.instruction.lower()
-    # the rule asks for the training golds' own date form ("7 May 2023": day, month name and year), on an
+    # the rule asks for the training golds' own date form ("12 March 2034": day, month name and year), on an
     # invented date
     assert 'day, month name and year, as in "14 October 2031" ("October 2031" when the day is not known)' in \
         taken.instruction

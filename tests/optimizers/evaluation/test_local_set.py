@@ -50,8 +50,8 @@ def test_the_answer_op_gets_the_gold_answer_and_leaves_out_contexts_that_lack_it
     local = build_local_set(program, ANSWER, result, memo)
     assert local.role is OpRole.ANSWERS
     assert all(len(c.targets) == 1 for c in local.calls)
-    # three questions' facts never reached the memory: no answer prompt can answer them
-    assert local.excluded == {"input_lacks": 3} and len(local.calls) == 6
+    # four questions' facts (the ones told with a date) never reached the memory: no answer prompt can answer them
+    assert local.excluded == {"input_lacks": 4} and len(local.calls) == 5
     assert local.seed_carried == sum(c.correct for c in result.cases)
 
 
@@ -62,11 +62,11 @@ def test_a_local_set_round_trips_and_a_repair_becomes_its_calls_target(traced) -
     call = local.calls[0]
     case_id = call.targets[0].case_id
     repair = Repair(case_id, call.key.rsplit("/", 1)[-1], "mem0.extract_facts", EXTRACT, call.prompt, call.response,
-                    {"facts": "[]"}, ("Alice adopted a kitten named Luna on 7 May 2023.",), "7 May 2023")
+                    {"facts": "[]"}, ("Alice adopted a kitten named Luna on 12 March 2034.",), "12 March 2034")
     repaired = local.with_repairs([repair])
     target = repaired.calls[0].targets[0]
     assert target.items == repair.added and repaired.calls[0].seed_carried[0] is False
-    assert target.carried(OpRole.FORMS, ["On 7 May 2023 Alice adopted a kitten named Luna."])
+    assert target.carried(OpRole.FORMS, ["On 12 March 2034 Alice adopted a kitten named Luna."])
     assert not target.carried(OpRole.FORMS, ["Alice adopted a kitten."])
     assert repaired.calls[1:] == local.calls[1:]
 

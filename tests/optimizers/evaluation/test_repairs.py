@@ -38,7 +38,7 @@ def test_repairs_are_confirmed_by_replay_and_write_the_lost_turn_as_a_fact(plant
         found = confirmed_repairs(planted, EXTRACT, result, blame, evaluator, max_repairs=5)
     assert found.repairs and found.counts.kept == len(found.repairs) and found.counts.lm_calls > 0
     kitten = next(r for r in found.repairs if "kitten" in r.case_id)
-    assert kitten.added == ("Alice adopted a kitten yesterday, her name is Luna. (8 May, 2023)",)  # a fact, not "Alice: I ..."
+    assert kitten.added == ("Alice adopted a kitten yesterday, her name is Luna. (13 March, 2034)",)  # a fact, not "Alice: I ..."
     demo = kitten.demo(dict(planted.named_predictors())[EXTRACT].signature)
     assert "Alice: I adopted a kitten" in demo["new_messages"] and kitten.added[0] in demo["facts"]
     assert Repair.from_dict(kitten.to_dict()) == kitten
@@ -65,8 +65,8 @@ def test_a_confirmed_repair_of_a_call_that_already_held_the_fact_is_rejected_and
 
 
 def test_as_fact_names_the_speaker():
-    assert as_fact("Bob", "I moved to Porto, my sister lives there.", "2:00 pm on 9 June, 2023") == \
-        "Bob moved to Porto, Bob's sister lives there. (9 June, 2023)"
+    assert as_fact("Bob", "I moved to Porto, my sister lives there.", "2:00 pm on 21 April, 2034") == \
+        "Bob moved to Porto, Bob's sister lives there. (21 April, 2034)"
 
 
 def _destroying(event: str, written: str = "strict"):

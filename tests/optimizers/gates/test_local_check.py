@@ -31,11 +31,11 @@ def traced(planted, examples):
 
 
 def test_carries_needs_every_content_word_of_the_gold_answer():
-    assert carries("7 May 2023", "Caroline went to a support group on 7 May 2023.")
-    assert not carries("7 May 2023", "She went on 8 May 2023.")  # a garbled date is not the answer
-    assert carries("They look graceful", "Gina and Jon look great, with grace.")  # "they" carries nothing
-    assert not carries('"Finding Freedom"', "They are interested in finding a place.")  # one common word is not it
-    assert carries("Adoption agencies", "Caroline researched an adoption agency.")  # stemmed
+    assert carries("12 March 2034", "Odalys joined a rowing club on 12 March 2034.")
+    assert not carries("12 March 2034", "She went on 13 March 2034.")  # a garbled date is not the answer
+    assert carries("They sound joyful", "Wenna and Bartek sound cheerful, full of joy.")  # "they" carries nothing
+    assert not carries('"Harbour Lights"', "They walked to the harbour at noon.")  # one common word is not it
+    assert carries("Ferry timetables", "Teodor checked a ferry timetable.")  # stemmed
     assert carries("it is", "it is")  # only function words: all of them count
     assert not carries("", "anything")  # a gold answer without tokens is never checked
 
@@ -126,9 +126,9 @@ def opt_plan(opt: MemTraceOptimizer) -> dict:
 
 
 def test_a_fact_list_carries_the_answer_only_in_one_fact_about_whom_the_question_names():
-    case = LocalCase("q", "7 May 2023", "prompt", "reply", True, "When did Alice adopt a kitten?")
-    together = ["Alice adopted a kitten.", "The weather was fine on 7 May 2023."]
-    assert case.carried_by(["Alice adopted a kitten on 7 May 2023."])
+    case = LocalCase("q", "12 March 2034", "prompt", "reply", True, "When did Alice adopt a kitten?")
+    together = ["Alice adopted a kitten.", "The weather was fine on 12 March 2034."]
+    assert case.carried_by(["Alice adopted a kitten on 12 March 2034."])
     assert not case.carried_by(together)  # the words reach the answer only read together: attribution's test
     assert carries(case.gold, " ".join(together))  # which every-word-anywhere would pass
     legacy = LocalCase.from_dict({k: v for k, v in case.to_dict().items() if k != "question"})

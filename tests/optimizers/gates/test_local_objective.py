@@ -66,9 +66,9 @@ def test_a_demo_fixes_the_calls_it_was_not_built_from(setup) -> None:
     from, it still gains."""
     models, _, program, local = setup
     source = local.calls[0]
-    demo = {"session_date": "Monday, 8 May 2023", "earlier_messages": "(none)",
+    demo = {"session_date": "Monday, 13 March 2034", "earlier_messages": "(none)",
             "new_messages": "Alice: I adopted a kitten yesterday, her name is Luna.",
-            "facts": json.dumps(["Alice adopted a kitten named Luna on 7 May 2023."])}
+            "facts": json.dumps(["Alice adopted a kitten named Luna on 12 March 2034."])}
     candidate = Candidate(EXTRACT, BAD_EXTRACT, (demo,), "demos", built_from=(source.key,))
     with dspy.context(lm=models.task):
         score = LocalObjective(local, program, models.task).score(program, candidate)

@@ -40,7 +40,7 @@ def test_a_planted_extraction_fault_is_fixed_through_a_repair_demo_with_no_train
     assert first.val_accuracy > opt.result.baseline_val
     # the repaired call's target was shown to the reflection LM beside what the call produced
     shown = engine.calls_for("rules")[0].inputs["failed_cases"]
-    assert "What it should have produced" in shown and "(8 May, 2023)" in shown
+    assert "What it should have produced" in shown and "(13 March, 2034)" in shown
 
 
 def test_with_repairs_off_no_repair_demo_is_offered(planted, examples):

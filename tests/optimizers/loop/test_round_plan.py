@@ -11,7 +11,7 @@ from memtrace_opt.errors import MemtraceError
 from memtrace_opt.optimizers import Candidate, RoundPlan
 
 ANSWER = "answer.predict"
-DEMOS = [{"question": "When?", "answer": "7 May 2023"}]
+DEMOS = [{"question": "When?", "answer": "12 March 2034"}]
 V1 = {  # `round:1` as an earlier release wrote it
     "round": 1, "minibatch": ["q1", "q2"], "minibatch_score": 0.5, "minibatch_ops": {ANSWER: 2},
     "blame_counts": {ANSWER: 1}, "not_fixable": {}, "chosen_predictor": ANSWER, "previous_instruction": "Answer.",

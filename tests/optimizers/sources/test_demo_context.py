@@ -33,7 +33,7 @@ from memtrace_opt.testing.skills import answer, default_skills
 
 LC_ANSWER = "answer.predict"
 TRANSCRIPT = "\n".join([
-    "[Monday, 8 May 2023]",
+    "[Monday, 13 March 2034]",
     "Alice: We spent the morning talking about the weather and the trains.",
     "Bob: The trains were late again, as they were all of last week.",
     "Alice: My neighbour repainted her fence a pale shade of green.",
@@ -42,7 +42,7 @@ TRANSCRIPT = "\n".join([
     "Bob: Thanks, she sleeps most of the day on the sofa.",
     "Alice: Mine did the same when she was small.",
     "Bob: Let us meet again next week.",
-    "[Friday, 9 June 2023]",
+    "[Friday, 21 April 2034]",
     "Alice: I bought a red sailboat called Marlin.",
     "Bob: Yes!",
 ])
@@ -51,7 +51,7 @@ TRANSCRIPT = "\n".join([
 def test_the_cut_keeps_the_evidence_turn_its_neighbours_and_the_date_it_was_said_on():
     cut = compact_context(TRANSCRIPT, ["I adopted a kitten yesterday, her name is Luna."], window=1)
     assert cut == "\n".join([
-        "[Monday, 8 May 2023]",
+        "[Monday, 13 March 2034]",
         "...",
         "Alice: My neighbour repainted her fence a pale shade of green.",
         "Bob: I adopted a kitten yesterday, her name is Luna.",
@@ -60,26 +60,26 @@ def test_the_cut_keeps_the_evidence_turn_its_neighbours_and_the_date_it_was_said
     ])
     # a turn of the second session is shown under its own date; two evidence turns keep both places
     both = compact_context(TRANSCRIPT, ["I adopted a kitten yesterday, her name is Luna.", "I bought a red sailboat called Marlin."], window=0)
-    assert both == "\n".join(["[Monday, 8 May 2023]", "...", "Bob: I adopted a kitten yesterday, her name is Luna.",
-                              "...", "[Friday, 9 June 2023]", "Alice: I bought a red sailboat called Marlin.", "..."])
+    assert both == "\n".join(["[Monday, 13 March 2034]", "...", "Bob: I adopted a kitten yesterday, her name is Luna.",
+                              "...", "[Friday, 21 April 2034]", "Alice: I bought a red sailboat called Marlin.", "..."])
 
 
 def test_a_short_evidence_turn_is_found_only_where_it_ends_a_line():
-    text = "\n".join(["[Monday, 8 May 2023]", "Alice: Yes! I would love to see the boat this summer.",
+    text = "\n".join(["[Monday, 13 March 2034]", "Alice: Yes! I would love to see the boat this summer.",
                       *[f"Bob: Filler line number {n} about nothing in particular." for n in range(6)], "Bob: Yes!"])
-    assert compact_context(text, ["Yes!"], window=0) == "[Monday, 8 May 2023]\n...\nBob: Yes!"
+    assert compact_context(text, ["Yes!"], window=0) == "[Monday, 13 March 2034]\n...\nBob: Yes!"
 
 
 def test_without_evidence_the_lines_most_like_the_question_and_answer_are_kept():
     cut = compact_context(TRANSCRIPT, [], "What is the name of Bob's kitten? Luna", window=0, embedder=None)
     assert "Bob: I adopted a kitten yesterday, her name is Luna." in cut and len(cut) < len(TRANSCRIPT) // 2
-    assert "fence" not in cut and cut.startswith("[Monday, 8 May 2023]")
+    assert "fence" not in cut and cut.startswith("[Monday, 13 March 2034]")
 
 
 def test_a_context_with_nothing_to_anchor_on_or_no_shorter_stays_whole():
     assert compact_context(TRANSCRIPT, ["a turn that was never said"], window=1) == TRANSCRIPT
     assert compact_context(TRANSCRIPT, [], "", window=1) == TRANSCRIPT
-    short = "[Monday, 8 May 2023]\nBob: I adopted a kitten yesterday."
+    short = "[Monday, 13 March 2034]\nBob: I adopted a kitten yesterday."
     assert compact_context(short, ["I adopted a kitten yesterday."]) == short
 
 

@@ -224,29 +224,29 @@ def test_without_demos_the_round_has_only_the_proposals(examples):
 def test_a_call_whose_reply_loops_or_is_cut_short_is_no_demo():
     from memtrace_opt.optimizers.sources.demos import well_formed
 
-    assert well_formed('["Gina is a dancer.", "Jon lost his job."]') and well_formed("7 May 2023")
-    assert not well_formed('["Gina is a dancer.", "Jon lost his job.", "gina is a  dancer."]')  # said twice
-    assert not well_formed('["Gina is a dancer.", "Jon lost his')  # cut by the token limit
+    assert well_formed('["Wenna is a cellist.", "Bartek sold his bakery."]') and well_formed("12 March 2034")
+    assert not well_formed('["Wenna is a cellist.", "Bartek sold his bakery.", "wenna is a  cellist."]')  # said twice
+    assert not well_formed('["Wenna is a cellist.", "Bartek sold his')  # cut by the token limit
     assert not well_formed("Step one.\nStep two.\nStep one.")
     signature = Mem0Memory().extract_facts.predict.signature
     prompt = "".join(f"[[ ## {name} ## ]]\nx\n\n" for name in signature.input_fields)
-    looped = '[[ ## facts ## ]]\n["Jon likes dance.", "Jon likes dance."]\n\n[[ ## completed ## ]]'
+    looped = '[[ ## facts ## ]]\n["Bartek likes kites.", "Bartek likes kites."]\n\n[[ ## completed ## ]]'
     assert demo_from_exchange(signature, prompt, looped) is None
-    fine = '[[ ## facts ## ]]\n["Jon likes dance."]\n\n[[ ## completed ## ]]'
+    fine = '[[ ## facts ## ]]\n["Bartek likes kites."]\n\n[[ ## completed ## ]]'
     assert demo_from_exchange(signature, prompt, fine) == {**dict.fromkeys(signature.input_fields, "x"),
-                                                           "facts": '["Jon likes dance."]'}
+                                                           "facts": '["Bartek likes kites."]'}
 
 
 def test_demos_like_the_blamed_calls_come_first_and_a_shared_field_is_not_compared():
     from memtrace_opt.optimizers.sources.demos import closest_first
 
-    transcript = "Gina: I opened my dance studio in March. Jon: I lost my banking job and bought a bakery oven."
+    transcript = "Wenna: I opened my cello school in March. Bartek: I left the ferry company and bought a bakery oven."
     demos = [{"context": transcript, "question": q, "answer": a} for q, a in (
-        ("What does Jon bake?", "bread"),
-        ("When did Gina open her dance studio?", "March 2023"),
-        ("Which city does Jon live in?", "Paris"),
+        ("What does Bartek bake?", "bread"),
+        ("When did Wenna open her cello school?", "March 2034"),
+        ("Which city does Bartek live in?", "Tallinn"),
     )]
-    blamed = f"[[ ## context ## ]]\n{transcript}\n\n[[ ## question ## ]]\nWhen did Gina start teaching at the studio?"
+    blamed = f"[[ ## context ## ]]\n{transcript}\n\n[[ ## question ## ]]\nWhen did Wenna start teaching at the school?"
     order = closest_first(["context", "question"], demos, [blamed], embedder=None)
     assert order[0] == 1 and sorted(order) == [0, 1, 2]
     # the transcript is the same in every call: ranking on it alone would say nothing, so it is left out and

@@ -11,7 +11,7 @@ from memtrace_opt.optimizers.core.repair import Repair
 from memtrace_opt.optimizers.sources.demo_source import DemoSettings
 from memtrace_opt.optimizers.sources.repair_demos import RepairDemosSource
 
-PROMPT = ("[[ ## session_date ## ]]\nMonday, 8 May 2023\n\n[[ ## earlier_messages ## ]]\n(none)\n\n"
+PROMPT = ("[[ ## session_date ## ]]\nMonday, 13 March 2034\n\n[[ ## earlier_messages ## ]]\n(none)\n\n"
           "[[ ## new_messages ## ]]\nAlice: I adopted a kitten yesterday.\n\nRespond with ...")
 
 
@@ -20,17 +20,17 @@ def _request(planted, repairs):
                            instruction=dict(planted.named_predictors())[EXTRACT].signature.instructions)
 
 
-def _repair(fact="Alice adopted a kitten yesterday. (8 May, 2023)"):
+def _repair(fact="Alice adopted a kitten yesterday. (13 March, 2034)"):
     return Repair("c1", "op:0", "mem0.extract_facts", EXTRACT, PROMPT, "[[ ## facts ## ]]\n[]",
-                  {"facts": f'["{fact}"]'}, (fact,), "7 May 2023")
+                  {"facts": f'["{fact}"]'}, (fact,), "12 March 2034")
 
 
 def test_one_candidate_with_a_demo_per_repair(planted):
     [candidate] = RepairDemosSource().propose(_request(planted, [_repair()]), [])
     assert candidate.origin == REPAIR and candidate.predictor == EXTRACT
-    assert candidate.demos == ({"session_date": "Monday, 8 May 2023", "earlier_messages": "(none)",
+    assert candidate.demos == ({"session_date": "Monday, 13 March 2034", "earlier_messages": "(none)",
                                 "new_messages": "Alice: I adopted a kitten yesterday.",
-                                "facts": '["Alice adopted a kitten yesterday. (8 May, 2023)"]'},)
+                                "facts": '["Alice adopted a kitten yesterday. (13 March, 2034)"]'},)
 
 
 def test_no_repairs_no_candidate_and_the_demo_budget_holds(planted):
