@@ -42,6 +42,7 @@ __all__ = [
     "GOLD",
     "Cost",
     "FailedCase",
+    "Replay",
     "Verdict",
     "error_type_for_op",
     "error_type_for_role",
@@ -156,11 +157,32 @@ class Cost:
 
 
 @dataclass(frozen=True)
+class Replay:
+    """One replay of a case's conversation: with `op_id`'s outputs repaired (None: the recorded run unchanged, to
+    see that it reproduces the failure), the answer it gave and whether that answer is correct."""
+
+    op_id: str | None
+    op: str | None
+    answer: str
+    correct: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op_id": self.op_id, "op": self.op, "answer": self.answer, "correct": self.correct}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Replay:
+        return cls(data.get("op_id"), data.get("op"), str(data.get("answer", "")), bool(data.get("correct", False)))
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The root cause of one failed case, as docs/design.md's verdict line.
 
     `error` is None for a verdict; for a case that could not be attributed it holds the reason and
-    `error_type`/`op_id` are None.
+    `error_type`/`op_id` are None. `confirmed` says whether a replay of the named op's repair saved the answer
+    (True), replays did not confirm it (False), or no replay tested it (None); `replays` are the replays run for
+    the case. Both are written only when a replay was run or decided the verdict (older verdict lines have
+    neither and read as None and no replays).
     """
 
     case_id: str
@@ -173,6 +195,8 @@ class Verdict:
     confidence: float
     cost: Cost = field(default_factory=Cost)
     error: str | None = None
+    confirmed: bool | None = None
+    replays: tuple[Replay, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -191,6 +215,8 @@ class Verdict:
             "confidence": round(float(confidence), 4),
             "cost": self.cost.to_dict(),
             "error": self.error,
+            **({"confirmed": self.confirmed, "replays": [r.to_dict() for r in self.replays]}
+               if self.confirmed is not None or self.replays else {}),
         }
 
     @classmethod
@@ -206,6 +232,8 @@ class Verdict:
             confidence=float(data.get("confidence", 0.0)),
             cost=Cost.from_dict(data.get("cost")),
             error=data.get("error"),
+            confirmed=data.get("confirmed"),
+            replays=tuple(Replay.from_dict(r) for r in data.get("replays") or ()),
         )
 
     @classmethod

@@ -29,6 +29,7 @@ __all__ = [
     "AttributionConfig",
     "Attributor",
     "LM_FREE_METHODS",
+    "REPLAY_METHODS",
     "attribute_case",
     "attribute_cases",
     "get_attributor",
@@ -47,7 +48,10 @@ class AttributionConfig:
     `pseudo_k` turns of pseudo-evidence when a case has no gold evidence (fused from `embedder`'s dense
     ranking and BM25); `frontier` candidate ops at most; `max_lm_calls` and `max_tokens` the per-case budget
     of the LM methods; `op_chars` the size of one rendered op; `log_chars` the size of a flat op log;
-    `seed` for the random baseline; `max_replays` counterfactual replays per case.
+    `seed` for the random baseline; `max_replays` replays with a repaired op per case (counterfactual, and
+    graphtrace's confirmation; the unchanged replay that checks the failure reproduces is not counted);
+    `confirm`: graphtrace confirms a verdict on an upstream op by replaying its repair where the case can be
+    replayed (`--no-confirm` turns it off).
     """
 
     embedder: str = "minilm"
@@ -60,6 +64,7 @@ class AttributionConfig:
     seed: int = 0
     max_replays: int = 4
     check_gold: bool = True
+    confirm: bool = True
 
 
 @runtime_checkable
@@ -86,6 +91,8 @@ class Attributor(Protocol):
 AttributorFactory = Callable[..., Attributor]
 #: Methods that never call an LM (callers need not build an attributor model for them).
 LM_FREE_METHODS = frozenset({"lineage", "random", "blame_response"})
+#: Methods that replay a case when given a `replay_provider` option (counterfactual always; graphtrace to confirm).
+REPLAY_METHODS = frozenset({"graphtrace", "counterfactual"})
 _METHODS: dict[str, AttributorFactory] = {}
 _BUILTIN_MODULES = (
     "memtrace_opt.attribution.lineage",
