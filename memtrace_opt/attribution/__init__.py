@@ -16,6 +16,7 @@ evidence turns) and the store-action helpers (`action_field`,
 
 from memtrace_opt.attribution._evidence import Evidence, NeededInfo, find_evidence
 from memtrace_opt.attribution._flow import Flow
+from memtrace_opt.attribution._gold import AnswerJudge, LMAnswerJudge
 from memtrace_opt.attribution._graph import (
     GraphUnavailable,
     GraphView,
@@ -63,6 +64,7 @@ from memtrace_opt.attribution.runs import (
 )
 
 __all__ = [
+    "AnswerJudge",
     "AttributeRunResult",
     "AttributionConfig",
     "Attributor",
@@ -76,6 +78,7 @@ __all__ = [
     "GOLD",
     "GraphUnavailable",
     "GraphView",
+    "LMAnswerJudge",
     "NeededInfo",
     "Provenance",
     "RESPONSE",

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import dspy
@@ -27,8 +29,10 @@ class Asker:
         self.failures = 0
         self._scope: Any = None
         self._tracker: Any = None
+        self._outer: Any = None
 
     def __enter__(self) -> Asker:
+        self._outer = dspy.settings.usage_tracker
         self._scope = dspy.track_usage()
         self._tracker = self._scope.__enter__()
         return self
@@ -42,6 +46,13 @@ class Asker:
             return 0
         rows = [e for entries in self._tracker.usage_data.values() for e in entries]
         return sum(int(e.get("prompt_tokens") or 0) + int(e.get("completion_tokens") or 0) for e in rows)
+
+    @contextlib.contextmanager
+    def uncounted(self) -> Iterator[None]:
+        """LM calls made inside are not charged to this case's budget (a replay on the task model); they still reach
+        the usage tracker outside the case, where there is one."""
+        with dspy.settings.context(usage_tracker=self._outer):
+            yield
 
     def can_ask(self) -> bool:
         return self.calls < self.max_calls and self.tokens < self.max_tokens

@@ -28,6 +28,7 @@ import networkx as nx
 
 from memtrace_opt.attribution._ask import Asker
 from memtrace_opt.attribution._flow import Flow
+from memtrace_opt.attribution._gold import AnswerJudge
 from memtrace_opt.attribution._graph import GraphView
 from memtrace_opt.attribution._replay import (
     CaseReplayer,
@@ -50,14 +51,16 @@ log = logging.getLogger(__name__)
 @register_method("counterfactual")
 @dataclass(frozen=True)
 class CounterfactualAttributor:
-    """See the module docstring. `replay_provider(case)` gives the case's ReplayContext (or None)."""
+    """See the module docstring. `replay_provider(case)` gives the case's ReplayContext (or None); `judge` (the
+    judge role) is graphtrace's, for its GoldError tests."""
 
     config: AttributionConfig = AttributionConfig()
     replay_provider: ReplayProvider | None = None
+    judge: AnswerJudge | None = None
     name: str = "counterfactual"
 
     def attribute(self, case: FailedCase, graph: nx.MultiDiGraph) -> Verdict:
-        seed = GraphTraceAttributor(self.config).attribute(case, graph)
+        seed = GraphTraceAttributor(self.config, judge=self.judge).attribute(case, graph)
         seed = replace(seed, method=self.name)
         if seed.error is not None or seed.error_type == GOLD:
             return seed

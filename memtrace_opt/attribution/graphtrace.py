@@ -13,20 +13,29 @@
    answer in so many words, one last question: does the evidence support the gold answer? If not: GoldError.
 5. Otherwise the structural verdict stands, with low confidence.
 A question whose right answer is to decline (abstention) needs no question at all: answering it anyway is
-the answer op's fault.
+the answer op's fault. With a `judge` (the judge role), GoldError by `_gold.py`'s tests comes first.
+
+Where the case can be replayed (`config.confirm` and a `replay_provider` that gives the case a context), a
+verdict on an upstream op is confirmed by replaying that op's repair (`_confirm.py`); unconfirmed, the method
+goes on to its next faulty suspect, at most `config.max_replays` repaired replays a case. The verdict records
+`confirmed` and the `replays`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import networkx as nx
 
 from memtrace_opt.attribution._ask import Asker, evidence_text
+from memtrace_opt.attribution._confirm import confirm
 from memtrace_opt.attribution._evidence import NeededInfo
 from memtrace_opt.attribution._flow import Flow
+from memtrace_opt.attribution._gold import AnswerJudge, gold_verdict
 from memtrace_opt.attribution._graph import GraphView
 from memtrace_opt.attribution._render import clip, render_op
+from memtrace_opt.attribution._replay import ReplayProvider
 from memtrace_opt.attribution._types import GOLD, RETRIEVAL, FailedCase, Verdict
 from memtrace_opt.attribution.lineage import open_case
 from memtrace_opt.attribution.protocol import AttributionConfig, make_verdict, register_method
@@ -105,9 +114,12 @@ def check_gold(asker: Asker, case: FailedCase, evidence: str) -> tuple[bool | No
 @register_method("graphtrace")
 @dataclass(frozen=True)
 class GraphTraceAttributor:
-    """See the module docstring. Budget per case: `config.max_lm_calls` calls, about `config.max_tokens`."""
+    """See the module docstring. Budget per case: `config.max_lm_calls` calls, about `config.max_tokens`.
+    `replay_provider(case)` gives the case's ReplayContext (or None) for confirmation; `judge` the judge role."""
 
     config: AttributionConfig = AttributionConfig()
+    replay_provider: ReplayProvider | None = None
+    judge: AnswerJudge | None = None
     name: str = "graphtrace"
 
     def attribute(self, case: FailedCase, graph: nx.MultiDiGraph) -> Verdict:
@@ -115,15 +127,23 @@ class GraphTraceAttributor:
         if isinstance(opened, Verdict):
             return opened
         view, flow = opened
+        gold = gold_verdict(case, view, flow, self.judge, self.name)
+        if gold is not None:
+            return gold
         with Asker(self.config.max_lm_calls, self.config.max_tokens) as asker:
-            return self._trace(case, view, flow, asker)
+            verdicts = self._verdicts(case, view, flow, asker)
+            if not self.config.confirm or self.replay_provider is None:
+                return next(verdicts)
+            return confirm(case, graph, view, flow, verdicts, self.replay_provider, asker, self.config.max_replays)
 
-    def _trace(self, case: FailedCase, view: GraphView, flow: Flow, asker: Asker) -> Verdict:
-        if case.abstention:  # nothing was there to lose: answering instead of declining is the answerer's fault
-            root = flow.root(view)
-            return make_verdict(case, self.name, view, root.op, root.error_type, root.reason, 0.8)
-        evidence = evidence_text(view, flow.evidence)
+    def _verdicts(self, case: FailedCase, view: GraphView, flow: Flow, asker: Asker) -> Iterator[Verdict]:
+        """The method's verdicts, best first: each decisive op the LM judges faulty, in candidate order, then the
+        GoldError check, then the structural verdict. Only the first is needed unless a replay rejects it."""
         root = flow.root(view)
+        if case.abstention:  # nothing was there to lose: answering instead of declining is the answerer's fault
+            yield make_verdict(case, self.name, view, root.op, root.error_type, root.reason, 0.8)
+            return
+        evidence = evidence_text(view, flow.evidence)
         judged = 0
         for candidate in candidates(view, flow, self.config.frontier):
             if not asker.can_ask():
@@ -137,7 +157,7 @@ class GraphTraceAttributor:
             if candidate.op != flow.answer_op and flow.reached_answer:
                 continue  # the information reached the answer op intact: this fault did not decide the failure
             confidence = 0.85 if candidate.op == root.op else 0.7
-            return make_verdict(case, self.name, view, candidate.op, candidate.error_type, why or root.reason, confidence)
+            yield make_verdict(case, self.name, view, candidate.op, candidate.error_type, why or root.reason, confidence)
         # every op did its job (or could not be judged): is the gold answer itself wrong? Asked last, and only
         # when the information reached the answer: a small attributor doubts correct keys too readily (a
         # relative date, an updated value) to let the question pre-empt the trace
@@ -146,6 +166,7 @@ class GraphTraceAttributor:
             supported, why = check_gold(asker, case, evidence)
             if supported is False:
                 confidence = 0.6 if flow.evidence.source == "gold" else 0.4
-                return make_verdict(case, self.name, view, None, GOLD, f"gold answer not supported: {why}", confidence)
+                yield make_verdict(case, self.name, view, None, GOLD, f"gold answer not supported: {why}", confidence)
+                return
         note = "no operation judged faulty" if judged else "the attributor LM gave no usable judgement"
-        return make_verdict(case, self.name, view, root.op, root.error_type, f"{note}; structure: {root.reason}", 0.3)
+        yield make_verdict(case, self.name, view, root.op, root.error_type, f"{note}; structure: {root.reason}", 0.3)

@@ -8,6 +8,8 @@ it stopped (a question whose right answer is to decline is the answer op's fault
 - units held it but every one was overwritten or deleted before the question -> UpdateError / DeletionError at
   the op that decided that change (Mem0's update decision, long-context trimming);
 - a unit held it at question time -> RetrievalError at the read op that dropped it, else the retrieve op.
+With a `judge` (the judge role, `_gold.py`), a case whose gold evidence turns do not hold the gold answer, or whose
+answer op was shown the needed information and answered it in other words, is a GoldError first.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import networkx as nx
 
 from memtrace_opt.attribution._evidence import find_evidence, needed_info
 from memtrace_opt.attribution._flow import Flow, analyze
+from memtrace_opt.attribution._gold import AnswerJudge, gold_verdict
 from memtrace_opt.attribution._graph import GraphView
 from memtrace_opt.attribution._types import FailedCase, Verdict
 from memtrace_opt.attribution.protocol import AttributionConfig, make_verdict, register_method
@@ -51,6 +54,7 @@ class LineageAttributor:
     """Rule verdicts from the information flow (see the module docstring)."""
 
     config: AttributionConfig = AttributionConfig()
+    judge: AnswerJudge | None = None
     name: str = "lineage"
 
     def attribute(self, case: FailedCase, graph: nx.MultiDiGraph) -> Verdict:
@@ -58,6 +62,9 @@ class LineageAttributor:
         if isinstance(opened, Verdict):
             return opened
         view, flow = opened
+        gold = gold_verdict(case, view, flow, self.judge, self.name)
+        if gold is not None:
+            return gold
         root = flow.root(view)
         confidence = 0.6 if flow.evidence.source == "gold" else 0.4
         reason = f"{root.reason} (evidence: {flow.evidence.source} {', '.join(flow.evidence.strict[:4])})"

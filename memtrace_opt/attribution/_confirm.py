@@ -1,0 +1,99 @@
+"""Graphtrace's confirmation: a verdict on an upstream op stands confirmed only when a replay of that op's repair
+saves the answer.
+
+`confirm(...)` takes the method's verdicts in the order it would give them (its first verdict, then its next
+suspects). A verdict on the answer op, a GoldError or an error is returned as it is: setting the answer is no test.
+For a verdict on an upstream op, the case's conversation is replayed once unchanged (`CaseReplayer.reproduces`, not
+counted among the replays); if that reproduces the failure, the op's outputs are repaired (`repair_outputs`) and
+replayed with them forced. Saved: the verdict, `confirmed` True. Not saved: the next verdict, and so on, at most
+`max_replays` repaired replays a case. Every suspect rejected: the first verdict with `confirmed` False. A replay
+that cannot be run, a failure that does not reproduce, an op that cannot be repaired or forced, or spent replays
+leave the verdict at hand with `confirmed` None and say why in its reason. Every verdict returned after a replay
+carries the case's `replays`. Without a replay context for the case, the first verdict is returned unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import replace
+
+import networkx as nx
+
+from memtrace_opt.attribution._ask import Asker
+from memtrace_opt.attribution._flow import Flow
+from memtrace_opt.attribution._graph import GraphView
+from memtrace_opt.attribution._replay import CaseReplayer, ReplayProvider
+from memtrace_opt.attribution._types import GOLD, FailedCase, Verdict
+
+__all__ = ["confirm", "upstream"]
+
+log = logging.getLogger(__name__)
+
+REASON_CHARS = 1000
+
+
+def upstream(verdict: Verdict, flow: Flow) -> bool:
+    """Whether `verdict` names an op before the answer op (not a GoldError, not an error)."""
+    return (verdict.error is None and verdict.op_id is not None and verdict.error_type != GOLD
+            and verdict.op_id != flow.answer_op)
+
+
+def _noted(verdict: Verdict, note: str, replayer: CaseReplayer | None = None, *, confirmed: bool | None = None,
+           confidence: float | None = None) -> Verdict:
+    reason = f"{verdict.reason} ({note})" if note else verdict.reason
+    return replace(verdict, reason=reason[:REASON_CHARS], confirmed=confirmed,
+                   replays=tuple(replayer.replays) if replayer is not None else verdict.replays,
+                   confidence=verdict.confidence if confidence is None else confidence)
+
+
+def _ops(verdicts: list[Verdict]) -> str:
+    return ", ".join(f"{v.op} ({v.op_id})" for v in verdicts)
+
+
+def confirm(case: FailedCase, graph: nx.MultiDiGraph, view: GraphView, flow: Flow, verdicts: Iterator[Verdict],
+            provider: ReplayProvider, asker: Asker, max_replays: int) -> Verdict:
+    """The first of `verdicts` a replay confirms, as the module docstring says. Never raises for a failed replay."""
+    first = next(verdicts)
+    if not upstream(first, flow) or max_replays <= 0:
+        return first
+    try:
+        context = provider(case)
+        if context is None:
+            return first
+        replayer = CaseReplayer(case, graph, view, flow, context)
+        with asker.uncounted():
+            reproduced = replayer.reproduces()
+    except Exception as error:  # noqa: BLE001 - a replay that cannot run leaves the verdict unconfirmed
+        log.warning("graphtrace: replay of %s failed: %s: %s", case.case_id, type(error).__name__, error)
+        return _noted(first, f"unconfirmed: the replay failed: {type(error).__name__}: {error}")
+    if not reproduced:
+        note = f"unconfirmed: the replay does not reproduce the failure (it answers {replayer.reproduced_answer!r})"
+        return _noted(first, note, replayer)
+    rejected: list[Verdict] = []
+    current: Verdict | None = first
+    while current is not None:
+        if not upstream(current, flow):
+            return _noted(current, f"replays with {_ops(rejected)} repaired did not save the answer", replayer)
+        op = str(current.op_id)
+        if op in {v.op_id for v in rejected}:
+            current = next(verdicts, None)
+            continue
+        if replayer.repaired >= max_replays:
+            note = f"unconfirmed: no replay left (at most {max_replays} a case; they went to {_ops(rejected)})"
+            return _noted(current, note, replayer)
+        try:
+            with asker.uncounted():
+                replay = replayer.try_repair(op, asker)
+        except Exception as error:  # noqa: BLE001
+            log.warning("graphtrace: replay of %s failed: %s: %s", case.case_id, type(error).__name__, error)
+            return _noted(current, f"unconfirmed: the replay failed: {type(error).__name__}: {error}", replayer)
+        if replay is None:
+            return _noted(current, f"unconfirmed: {current.op} cannot be repaired and forced in a replay", replayer)
+        if replay.correct:
+            note = f"confirmed: repairing {current.op} ({op}) and replaying answers {replay.answer!r}"
+            return _noted(current, note, replayer, confirmed=True, confidence=max(current.confidence, 0.9))
+        rejected.append(current)
+        current = next(verdicts, None)
+    note = f"unconfirmed: replays with {_ops(rejected)} repaired did not save the answer"
+    return _noted(first, note, replayer, confirmed=False, confidence=min(first.confidence, 0.5))
