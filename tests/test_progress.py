@@ -265,7 +265,7 @@ def test_optimize_quick_keeps_its_estimate_within_2x(tmp_path: Path):
     request = apply_preset(OptimizeRequest(system="rag", data="sample", out=tmp_path / "opt", roles=FAKE,
                                            preset="quick", program_settings={"embedder": "hash"}), set())
     with progress.reporting(progress.LogReporter(out, thread=False)):
-        optimize_system(request, models=slow_models(0.0001, 0.0005))
+        optimize_system(request, models=slow_models(0.0003, 0.0015))  # the sleeps outweigh a loaded machine's overhead
     manifest = json.loads((tmp_path / "opt" / "manifest.json").read_text())
     estimate, actual = manifest["estimate"]["seconds"], manifest["seconds"]
     assert actual / 2 <= estimate <= actual * 2, (estimate, actual)
