@@ -10,8 +10,9 @@
    deletion faults) with every system: faults of each error type injected into questions the system got right and
    replayed, kept when the answer turns wrong (`source: injected`, the truth known); with --natural also the
    systems' own failures labelled by the lineage rules (silver labels).
-2. Runs every attribution method on every case (the task model replays for `counterfactual`; the attributor
-   model answers the LM methods' questions) and scores the verdicts against the labels. Scores of methods not
+2. Runs every attribution method on every case (the task model replays for `counterfactual`, and for graphtrace's
+   confirmation unless --no-confirm; the attributor model answers the LM methods' questions) and scores the
+   verdicts against the labels. Scores of methods not
    asked for this time stay in the table when results.json under --out holds the same cases, so methods can
    be scored in separate runs.
 3. Prints, per method: cases, error-type and op-level accuracy on the injected cases (and on all), median and
@@ -178,7 +179,7 @@ def results_name(args: argparse.Namespace) -> str:
 
 def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save: Any) -> dict[str, Any]:
     """Every method on the chosen cases of every part; the results are saved after each method (`save`)."""
-    config = AttributionConfig(embedder=args.embedder, max_lm_calls=args.max_calls)
+    config = AttributionConfig(embedder=args.embedder, max_lm_calls=args.max_calls, confirm=not args.no_confirm)
     loaded = [(name, args.out / name) for name, *_ in parts(args) if (args.out / name / "cases.jsonl").exists()]
     every = [c for _, root in loaded for c in load_bench(root)[1]]
     cases = pick(every, args.max_cases)
@@ -292,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--natural", action="store_true", help="add the systems' own failures (lineage labels)")
     parser.add_argument("--embedder", default="minilm", help="embedder of the systems and of pseudo-evidence")
     parser.add_argument("--max-calls", type=int, default=8, help="LM calls per case at most (graphtrace)")
+    parser.add_argument("--no-confirm", action="store_true",
+                        help="graphtrace without its confirmation by replay (the task model replays a verdict on an "
+                             "upstream op by default)")
     parser.add_argument("--max-cases", type=int, default=None,
                         help="score at most N cases, spread over systems and error types (the LM methods cost minutes "
                              "per case on a small CPU)")

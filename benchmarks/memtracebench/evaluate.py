@@ -24,11 +24,13 @@ from rich.table import Table
 from memtrace_opt.attribution import (
     ERROR_TYPES,
     GOLD,
+    AnswerJudge,
     AttributionConfig,
     FailedCase,
     Verdict,
     attribute_cases,
 )
+from memtrace_opt.attribution.protocol import JUDGED_METHODS, REPLAY_METHODS
 from memtrace_opt.attribution.runs import append_verdict, latest, read_verdicts, verdict_line
 from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, SOURCES, BenchCase
 from memtrace_opt.benchmarks.memtracebench.build import CASES_FILE
@@ -36,7 +38,7 @@ from memtrace_opt.errors import MemtraceError
 from memtrace_opt.rundir import write_jsonl
 
 __all__ = ["Score", "MethodScore", "load_bench", "score_verdicts", "eval_bench", "eval_dir", "bench_replay_provider",
-           "score_tables", "confusion_table", "case_hits", "reference_agreement", "REFERENCE_METHOD", "HUMAN"]
+           "replays", "score_tables", "confusion_table", "case_hits", "reference_agreement", "REFERENCE_METHOD", "HUMAN"]
 
 HUMAN = "human"
 #: scored on the human labels as a reference, whether asked for or not
@@ -225,10 +227,11 @@ def eval_bench(
     fresh: bool = False,
     gold_evidence: bool = True,
     reference: bool = False,
+    judge: AnswerJudge | None = None,
 ) -> list[MethodScore]:
     """Run each method on the bench's cases and score it; writes `eval/<method>.jsonl` and `eval/results.json`.
-    `lm` is the attributor model; `task_lm` the model the systems run on when `counterfactual` replays
-    (see `bench_replay_provider`; None = the LM in context). `case_ids` keeps only those cases, `limit` the
+    `lm` is the attributor model; `task_lm` the model the systems run on when `counterfactual` replays, and
+    graphtrace to confirm its verdicts (`config.confirm`; see `bench_replay_provider`; None = the LM in context). `case_ids` keeps only those cases, `limit` the
     first N.
 
     Resumable: each verdict is appended to `eval/<method>.jsonl` as its case ends, and a case that already has
@@ -239,6 +242,8 @@ def eval_bench(
     `reference`: with human-labelled cases among them, lineage is scored on those too (a `reference` score at the
     end of the list, unless asked for as a method). Either way its agreement with people is in `results.json`
     as `lineage_agreement_with_human` when lineage was scored on human labels.
+
+    `judge` (the judge role, an `AnswerJudge`) goes to the methods that take one, for their GoldError tests.
 
     `gold_evidence=False` hides the gold evidence ids from the methods, as on a user's own data without them:
     they work from pseudo-evidence (the question and gold answer against the turns). Those verdicts and scores
@@ -271,8 +276,10 @@ def eval_bench(
                 progress(method, before + count, before + total)
 
         options: dict[str, Any] = {}
-        if method == "counterfactual":
+        if replays(method, config):
             options["replay_provider"] = bench_replay_provider(root, subset, task_lm)
+        if judge is not None and method in JUDGED_METHODS:
+            options["judge"] = judge
         new = attribute_cases([_shown(c.failed_case(root), gold_evidence) for c in todo], method, lm=lm, config=config,
                               progress=tick, num_threads=num_threads, **options)
         found = {**done, **{v.case_id: v for v in new}}
@@ -294,6 +301,12 @@ def eval_bench(
         results["lineage_agreement_with_human"] = agreement.to_dict()
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return scores
+
+
+def replays(method: str, config: AttributionConfig | None = None) -> bool:
+    """Whether `method` replays the cases (and so needs the task model): counterfactual always; graphtrace to confirm
+    its verdicts unless `config.confirm` is off."""
+    return method == "counterfactual" or (method in REPLAY_METHODS and (config or AttributionConfig()).confirm)
 
 
 def reference_agreement(scores: Sequence[MethodScore]) -> Score | None:

@@ -29,6 +29,7 @@ __all__ = [
     "AttributionConfig",
     "Attributor",
     "LM_FREE_METHODS",
+    "JUDGED_METHODS",
     "REPLAY_METHODS",
     "attribute_case",
     "attribute_cases",
@@ -93,6 +94,8 @@ AttributorFactory = Callable[..., Attributor]
 LM_FREE_METHODS = frozenset({"lineage", "random", "blame_response"})
 #: Methods that replay a case when given a `replay_provider` option (counterfactual always; graphtrace to confirm).
 REPLAY_METHODS = frozenset({"graphtrace", "counterfactual"})
+#: Methods that take the judge role as a `judge` option (an `AnswerJudge`, for their GoldError tests).
+JUDGED_METHODS = frozenset({"lineage", "graphtrace", "counterfactual"})
 _METHODS: dict[str, AttributorFactory] = {}
 _BUILTIN_MODULES = (
     "memtrace_opt.attribution.lineage",

@@ -17,8 +17,16 @@ from typing import Any
 
 from rich.table import Table
 
+from memtrace_opt.attribution._gold import AnswerJudge
 from memtrace_opt.attribution._types import ERROR_TYPES, FailedCase, Verdict
-from memtrace_opt.attribution.protocol import AttributionConfig, ProgressFn, attribute_cases, get_attributor
+from memtrace_opt.attribution.protocol import (
+    JUDGED_METHODS,
+    REPLAY_METHODS,
+    AttributionConfig,
+    ProgressFn,
+    attribute_cases,
+    get_attributor,
+)
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.rundir import append_jsonl, read_jsonl
 
@@ -30,6 +38,7 @@ __all__ = [
     "read_verdicts",
     "append_verdict",
     "latest",
+    "replayable",
     "run_replay_provider",
     "recorded_conversations",
     "summary_tables",
@@ -124,8 +133,10 @@ def attribute_run(
     num_threads: int = 1,
     limit: int | None = None,
     replay_provider: Callable[[FailedCase], Any] | None = None,
+    judge: AnswerJudge | None = None,
 ) -> AttributeRunResult:
-    """Attribute the run's failed cases with `method`, appending to `<run>/verdicts.jsonl`.
+    """Attribute the run's failed cases with `method`, appending to `<run>/verdicts.jsonl`. `replay_provider` goes
+    to the methods that replay (`REPLAY_METHODS`), `judge` (an `AnswerJudge`) to those that take one.
 
     Resumable: a case that already has a verdict (without `error`) from this method is skipped; a case whose
     earlier attempt ended in an error is tried again. A case with a missing or broken graph file gets an
@@ -139,8 +150,10 @@ def attribute_run(
     done = {cid: v for cid, v in latest(read_verdicts(path), method).items() if v.error is None}
     todo = [c for c in cases if c.case_id not in done]
     options: dict[str, Any] = {}
-    if replay_provider is not None and method == "counterfactual":
+    if replay_provider is not None and method in REPLAY_METHODS:
         options["replay_provider"] = replay_provider
+    if judge is not None and method in JUDGED_METHODS:
+        options["judge"] = judge
     attributor = get_attributor(method, config, **options)
 
     def on_done(count: int, total: int, verdict: Verdict) -> None:
@@ -162,8 +175,20 @@ def recorded_conversations(spec: str, data_slice: Mapping[str, Any] | None) -> d
     return {c.sample_id: c for c in dataset.conversations}
 
 
+def replayable(run_dir: str | Path) -> bool:
+    """Whether the run's cases can be replayed: its config.yaml records the system that ran."""
+    import yaml
+
+    path = Path(run_dir) / "config.yaml"
+    try:
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(cfg, Mapping) and bool(cfg.get("system"))
+
+
 def run_replay_provider(run_dir: str | Path, task_lm: Any = None) -> Callable[[FailedCase], Any]:
-    """A replay provider for the counterfactual method from a run directory: the program rebuilt from
+    """A replay provider for the replaying methods from a run directory: the program rebuilt from
     config.yaml (system, program settings, program.json if saved), the conversation reloaded from the
     recorded data spec and slice, the case's graph as the record. Conversations load once, on first use."""
     import yaml

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from memtrace_opt import progress as report
-from memtrace_opt.attribution.protocol import LM_FREE_METHODS
+from memtrace_opt.attribution.protocol import JUDGED_METHODS, LM_FREE_METHODS, REPLAY_METHODS
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, with_model_flags
 from memtrace_opt.lm.roles import ModelRoles, check_roles
@@ -26,29 +26,34 @@ def attribute_command_impl(
     limit: int | None = None,
     progress: bool = True,
     models: Any = None,
+    confirm: bool = True,
 ) -> Any:
     """Attribute RUN's failed cases and print the summary tables. Returns the AttributeRunResult.
 
+    counterfactual replays the cases on the task model; so does graphtrace to confirm its verdicts (`confirm`)
+    when the run records the system it ran. With the judge role set (`roles.judge`), the methods that take a judge
+    get it for their GoldError tests.
     Progress goes to the current reporter (`memtrace_opt.progress`), else to stderr; `progress=False`: none."""
-    from memtrace_opt.attribution import AttributionConfig, method_names
-    from memtrace_opt.attribution.runs import attribute_run, run_replay_provider, summary_tables
+    from memtrace_opt.attribution import AttributionConfig, LMAnswerJudge, method_names
+    from memtrace_opt.attribution.runs import attribute_run, replayable, run_replay_provider, summary_tables
     from memtrace_opt.errors import ConfigError
     from memtrace_opt.lm.models import Models
 
     if method not in method_names():
         raise ConfigError(f"unknown attribution method {method!r}; choose one of {', '.join(method_names())}")
     out = console()
-    lm = None
-    provider = None
-    if method not in LM_FREE_METHODS:
-        if models is None:
-            roles = roles or ModelRoles()
-            check_roles(roles, ("attributor", "task") if method == "counterfactual" else ("attributor",))
-            models = Models.from_roles(roles)
-        lm = models.attributor
-        if method == "counterfactual":
-            provider = run_replay_provider(run, models.task)
-    config = AttributionConfig(embedder=embedder, max_lm_calls=max_calls)
+    roles = roles or getattr(models, "roles", None) or ModelRoles()
+    replays = method == "counterfactual" or (method in REPLAY_METHODS and confirm and replayable(run))
+    judged = roles.judge is not None and method in JUDGED_METHODS
+    needed = tuple(role for role, used in (("attributor", method not in LM_FREE_METHODS), ("task", replays),
+                                           ("judge", judged)) if used)
+    if needed and models is None:
+        check_roles(roles, needed)
+        models = Models.from_roles(roles)
+    lm = models.attributor if method not in LM_FREE_METHODS else None
+    provider = run_replay_provider(run, models.task) if replays else None
+    judge = LMAnswerJudge(models.judge) if judged else None
+    config = AttributionConfig(embedder=embedder, max_lm_calls=max_calls, confirm=confirm)
     started: list[int] = []
 
     def advance(done: int, total: int, verdict: Any) -> None:
@@ -61,7 +66,7 @@ def attribute_command_impl(
         if models is not None:
             report.watch(models.usage)
         result = attribute_run(run, method, lm=lm, config=config, progress=advance, num_threads=threads,
-                               limit=limit, replay_provider=provider)
+                               limit=limit, replay_provider=provider, judge=judge)
     for table in summary_tables(result.verdicts, result.cases):
         out.print(table)
     errors = sum(1 for v in result.verdicts if v.error)
@@ -91,6 +96,9 @@ def attribute_command(
     threads: Annotated[int, typer.Option(min=1, help="Cases attributed in parallel.")] = 1,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Attribute the first N failed cases only.")] = None,  # noqa: UP045
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    confirm: Annotated[bool, typer.Option("--confirm/--no-confirm", help="graphtrace: confirm a verdict on an "
+                                          "upstream op by replaying its repair on the task model, where the run "
+                                          "can be replayed.")] = True,
     *,
     roles: ModelRoles,
     config: Path | None,
@@ -101,4 +109,4 @@ def attribute_command(
     operations per system.
     """
     attribute_command_impl(run, method, roles=roles, embedder=embedder, max_calls=max_calls, threads=threads,
-                           limit=limit, progress=not quiet)
+                           limit=limit, progress=not quiet, confirm=confirm)

@@ -90,13 +90,17 @@ def bench_eval_impl(
     models: Any = None,
     fresh: bool = False,
     gold_evidence: bool = True,
+    confirm: bool = True,
 ) -> Any:
-    """Score attribution methods on the benchmark in `bench`; print accuracy, cost and confusion tables."""
-    from memtrace_opt.attribution import AttributionConfig, method_names
+    """Score attribution methods on the benchmark in `bench`; print accuracy, cost and confusion tables. The task
+    model replays the cases for counterfactual, and for graphtrace's confirmation unless `confirm` is off."""
+    from memtrace_opt.attribution import AttributionConfig, LMAnswerJudge, method_names
+    from memtrace_opt.attribution.protocol import JUDGED_METHODS
     from memtrace_opt.benchmarks.memtracebench.evaluate import (
         confusion_table,
         eval_bench,
         reference_agreement,
+        replays,
         score_tables,
     )
     from memtrace_opt.errors import ConfigError
@@ -104,21 +108,27 @@ def bench_eval_impl(
     unknown = [m for m in methods if m not in method_names()]
     if unknown:
         raise ConfigError(f"unknown attribution method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}")
-    lm = task_lm = None
-    if any(m not in LM_FREE_METHODS for m in methods):
-        built = _models(roles or ModelRoles(), models,
-                        ("attributor", "task") if "counterfactual" in methods else ("attributor",))
-        lm = built.attributor
-        task_lm = built.task if "counterfactual" in methods else None
+    lm = task_lm = judge = None
+    roles = roles or getattr(models, "roles", None) or ModelRoles()
+    config = AttributionConfig(embedder=embedder, max_lm_calls=max_calls, confirm=confirm)
+    replayed = any(replays(m, config) for m in methods)
+    judged = roles.judge is not None and any(m in JUDGED_METHODS for m in methods)
+    needed = tuple(role for role, used in (("attributor", any(m not in LM_FREE_METHODS for m in methods)),
+                                           ("task", replayed), ("judge", judged)) if used)
+    if needed:
+        built = _models(roles, models, needed)
+        lm = built.attributor if "attributor" in needed else None
+        task_lm = built.task if replayed else None
+        judge = LMAnswerJudge(built.judge) if judged else None
     out_console = console()
 
     def tick(method: str, done: int, total: int) -> None:
         if progress and (done == total or done % 25 == 0):
             out_console.log(f"{method}: {done}/{total}")
 
-    scores = eval_bench(bench, methods, lm=lm, config=AttributionConfig(embedder=embedder, max_lm_calls=max_calls),
+    scores = eval_bench(bench, methods, lm=lm, config=config,
                         limit=limit, progress=tick, num_threads=threads, task_lm=task_lm, fresh=fresh,
-                        gold_evidence=gold_evidence, reference=True)
+                        gold_evidence=gold_evidence, reference=True, judge=judge)
     for table in score_tables(scores):
         out_console.print(table)
     for score in (s for s in scores if not s.reference):
@@ -176,6 +186,8 @@ def bench_eval_command(
         help="Show the methods the gold evidence ids, or hide them (pseudo-evidence, as on data without them; "
              "verdicts go to BENCH/eval-pseudo/).")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+    confirm: Annotated[bool, typer.Option("--confirm/--no-confirm", help="graphtrace: confirm a verdict on an "
+                                          "upstream op by replaying its repair on the task model.")] = True,
     *,
     roles: ModelRoles,
     config: Path | None,
@@ -185,4 +197,5 @@ def bench_eval_command(
     it names any of the label's acceptable ops, and lineage's agreement with the human labels as a reference. Verdicts and scores go to BENCH/eval/; each verdict is written as its case ends, and
     a stopped eval resumes where it stopped (--fresh starts over, e.g. with another attributor model)."""
     bench_eval_impl(bench, list(method or ["lineage"]), roles=roles, embedder=embedder, max_calls=max_calls,
-                    limit=limit, threads=threads, progress=not quiet, fresh=fresh, gold_evidence=gold_evidence)
+                    limit=limit, threads=threads, progress=not quiet, fresh=fresh, gold_evidence=gold_evidence,
+                    confirm=confirm)

@@ -87,3 +87,45 @@ def test_a_directory_without_cases_is_an_error(tmp_path) -> None:
 
     with pytest.raises(MemtraceError, match="not a run directory"):
         attribute_command_impl(tmp_path, "lineage", progress=False)
+
+
+@pytest.fixture
+def attribute_calls(monkeypatch):
+    """`attribute_run` as the command calls it: its keyword arguments, recorded; nothing is attributed."""
+    from memtrace_opt.attribution import runs
+
+    calls: list[dict] = []
+
+    def record(run, method, **kwargs):
+        calls.append({"method": method, **kwargs})
+        return runs.AttributeRunResult(run / "verdicts.jsonl", method, (), (), 0, 0)
+
+    monkeypatch.setattr(runs, "attribute_run", record)
+    return calls
+
+
+@pytest.mark.parametrize(("flags", "confirm"), [([], True), (["--no-confirm"], False)])
+def test_graphtrace_gets_a_replay_provider_unless_no_confirm(run_dir, attribute_calls, flags, confirm) -> None:
+    (run_dir / "config.yaml").write_text("system: mem0\n")
+    result = CliRunner().invoke(app, ["attribute", str(run_dir), "-m", "graphtrace", "--embedder", "hash", "--lm", "fake",
+                                      "-q", *flags])
+    assert result.exit_code == 0, result.output
+    [call] = attribute_calls
+    assert call["config"].confirm is confirm
+    assert (call["replay_provider"] is not None) is confirm and call["judge"] is None
+
+
+def test_a_run_that_records_no_system_is_not_replayed(run_dir, attribute_calls) -> None:
+    result = CliRunner().invoke(app, ["attribute", str(run_dir), "-m", "graphtrace", "--embedder", "hash", "--lm", "fake",
+                                      "-q"])
+    assert result.exit_code == 0, result.output
+    assert attribute_calls[0]["config"].confirm is True and attribute_calls[0]["replay_provider"] is None
+
+
+def test_a_judge_role_reaches_the_methods_that_take_it(run_dir, attribute_calls) -> None:
+    from memtrace_opt.attribution import LMAnswerJudge
+
+    result = CliRunner().invoke(app, ["attribute", str(run_dir), "-m", "lineage", "--embedder", "hash",
+                                      "--judge-lm", "fake", "-q"])
+    assert result.exit_code == 0, result.output
+    assert isinstance(attribute_calls[0]["judge"], LMAnswerJudge) and attribute_calls[0]["replay_provider"] is None

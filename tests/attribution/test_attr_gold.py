@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 from attr_graphs import EVIDENCE, QID, QUESTION, build
 
-from memtrace_opt.attribution import AnswerJudge, AttributionConfig, FailedCase, attribute_cases
+from memtrace_opt.attribution import (
+    AnswerJudge,
+    AttributionConfig,
+    FailedCase,
+    LMAnswerJudge,
+    attribute_cases,
+)
+from memtrace_opt.testing.fake_lm import FakeEngine, Skill, fake_lm
 
 CONFIG = AttributionConfig(embedder="hash")
 
@@ -37,6 +44,16 @@ def verdict_of(method: str, case: FailedCase, judge: AnswerJudge | None, lm=None
 
 def test_the_fake_judge_is_an_answer_judge() -> None:
     assert isinstance(FakeJudge(bool), AnswerJudge)
+
+
+def test_the_lm_judge_asks_the_judge_role_and_reads_its_verdict() -> None:
+    def grade(call):
+        return {"reason": "compared", "verdict": "CORRECT" if "Biscuit" in call.inputs["prediction"] else "WRONG"}
+
+    judge = LMAnswerJudge(fake_lm(engine=FakeEngine(skills=[Skill(outputs=("verdict",), fn=grade)]), name="fake/judge"))
+    assert isinstance(judge, AnswerJudge)
+    assert judge.means(QUESTION, "Biscuit", "a beagle called Biscuit") is True
+    assert judge.means(QUESTION, "Biscuit", "Max") is False
 
 
 @pytest.mark.parametrize("method", ["lineage", "graphtrace"])
