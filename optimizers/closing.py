@@ -14,6 +14,7 @@ from typing import Any
 
 from memtrace_opt.attribution import GOLD
 from memtrace_opt.optimizers.evaluation.blame import UNATTRIBUTED
+from memtrace_opt.optimizers.evaluation.local_set import GOLD_ERROR_TARGETS
 from memtrace_opt.optimizers.loop.records import CandidateRecord, RoundRecord
 from memtrace_opt.optimizers.loop.stop import StopReason
 from memtrace_opt.rundir import RunDir
@@ -74,7 +75,7 @@ def _not_fixable(name: str, n: int) -> str:
     if name == UNATTRIBUTED:
         return f"{n} unattributed (attribution found no root cause)"
     if name == GOLD:
-        return f"{n} GoldError (the gold answer is wrong)"
+        return f"{n} GoldError (the gold answer is wrong; left out of the training signal)"
     return f"{n} at {name} (an op with no prompt)"
 
 
@@ -108,8 +109,9 @@ def _round_line(record: RoundRecord, current: float) -> str:
         return f"{head}: no candidate proposed; nothing accepted"
     if record.local_set:
         local = record.local_set
+        gold = (local.get("excluded") or {}).get(GOLD_ERROR_TARGETS)
         head += (f" (local set: {local.get('calls')} calls, {local.get('targets')} targets, the seed carries "
-                 f"{local.get('seed_carried')})")
+                 f"{local.get('seed_carried')}{f'; {gold} GoldError targets left out' if gold else ''})")
         tried = ", ".join(_local_tried(record, c) for c in record.candidates if _scored_locally(c))
         kind = "local objective, net targets"
     else:

@@ -4,21 +4,23 @@ behind it, and count the failures no prompt can fix.
 A verdict whose op is LM-backed names a predictor (the graph's `predictor` attribute, a name from the traced
 program's `named_predictors()`): that predictor is blamed. A verdict on a non-LM op (a retrieval's top-k, a
 chunker, a trimmer) is counted under the op's name in `not_fixable`, as are `GoldError` verdicts (under
-"GoldError") and cases attribution could not explain (under "unattributed").
+"GoldError") and cases attribution could not explain (under "unattributed"). A GoldError case is left out of the
+training signal altogether: no predictor is blamed for it, and the loop drops its question from the local set and
+the settings objective (`gold_errors`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memtrace_opt.attribution import GOLD, AttributionConfig, FailedCase, Verdict, attribute_cases
 from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
 
-__all__ = ["Blame", "attribute_failures", "blame_of", "failed_cases", "op_seq", "UNATTRIBUTED"]
+__all__ = ["Blame", "attribute_failures", "blame_of", "failed_cases", "gold_errors", "op_seq", "UNATTRIBUTED"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,11 @@ def failed_cases(evaluation: EvalResult, failures: Sequence[CaseResult], system:
             graphs[key] = evaluation.traces[key].graph()
         cases.append(_failed_case(result, graphs[key], system))
     return cases
+
+
+def gold_errors(verdicts: Iterable[Verdict]) -> frozenset[str]:
+    """The cases `verdicts` find to be GoldError: their gold answer, not the program, is at fault."""
+    return frozenset(v.case_id for v in verdicts if v.error is None and v.error_type == GOLD)
 
 
 def blame_of(verdicts: Sequence[Verdict], predictors: Collection[str] | None = None) -> Blame:

@@ -18,7 +18,8 @@ declares (`memory/roles.py`):
 A target whose information no output of the predictor could carry is left out and counted (`excluded`): no call
 of the predictor read the evidence (`unread`), or the call's input did not hold the information (`input_lacks`;
 for instance a gold answer with glued words, or a multi-hop answer whose turns reached different calls). A
-confirmed repair's added facts become its call's target (`LocalTarget.items`).
+confirmed repair's added facts become its call's target (`LocalTarget.items`). The loop leaves out the targets of
+questions attribution found to be GoldError (`without`, counted as `gold_error`): a wrong gold answer is no target.
 
     local = build_local_set(program, "extract_facts.predict", evaluation, memo)
     local.size, local.seed_carried, local.excluded, local.to_dict()
@@ -29,7 +30,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -48,10 +49,11 @@ from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
 from memtrace_opt.programs.common import CHARS_PER_TOKEN
 
-__all__ = ["LOCAL_SET_VERSION", "KeepsLive", "LocalCall", "LocalSet", "LocalTarget", "ReplyReader", "build_local_set",
-           "made_from", "predictor_op"]
+__all__ = ["GOLD_ERROR_TARGETS", "LOCAL_SET_VERSION", "KeepsLive", "LocalCall", "LocalSet", "LocalTarget",
+           "ReplyReader", "build_local_set", "made_from", "predictor_op"]
 
 LOCAL_SET_VERSION = 1
+GOLD_ERROR_TARGETS = "gold_error"  # `excluded`'s count of targets left out: questions found to be GoldError
 
 
 
@@ -186,6 +188,21 @@ class LocalSet:
             calls.append(LocalCall(f"{case.conversation_key}/{op_id}", repair.prompt, repair.response, (target,),
                                    (False,), 0))
         return replace(self, calls=tuple(calls))
+
+    def without(self, case_ids: Collection[str], why: str) -> LocalSet:
+        """This set less the targets of `case_ids` (counted under `why` in `excluded`); a call left with no target
+        leaves the set."""
+        if not case_ids:
+            return self
+        calls, dropped = [], 0
+        for call in self.calls:
+            kept = [(t, c) for t, c in zip(call.targets, call.seed_carried, strict=True) if t.case_id not in case_ids]
+            dropped += len(call.targets) - len(kept)
+            if kept:
+                calls.append(replace(call, targets=tuple(t for t, _ in kept), seed_carried=tuple(c for _, c in kept)))
+        if not dropped:
+            return self
+        return replace(self, calls=tuple(calls), excluded={**self.excluded, why: self.excluded.get(why, 0) + dropped})
 
     def sample(self, n: int, seed: int = 0) -> LocalSet:
         """At most `n` of the calls, seeded: half (or more, where too few carried) from calls the seed lost a target

@@ -3,11 +3,13 @@ the acceptance rule, the attribution, the valset), built once per run by the tel
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memtrace_opt.attribution import Verdict
 from memtrace_opt.optimizers.core.budget import LMBudget
+from memtrace_opt.optimizers.evaluation.blame import gold_errors
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
@@ -64,6 +66,16 @@ class RoundContext:
     def validation_calls(self, predictor: str) -> int:
         """The LM calls validating a candidate for `predictor` takes at least (0: not known)."""
         return calls_to_rerun(self.val_ops, predictor)
+
+    def left_out(self, number: int, verdicts: Iterable[Verdict]) -> frozenset[str]:
+        """The training cases left out of round `number`'s signal: those its `verdicts`, or the recorded plan of an
+        earlier round, find to be GoldError."""
+        plans = [plan for plan in map(self.plan, range(1, number)) if plan is not None]
+        return gold_errors(verdicts) | gold_errors(Verdict.from_dict(v) for plan in plans for v in plan.verdicts)
+
+    def training(self, left_out: frozenset[str]) -> list[CaseRef]:
+        """The training questions less `left_out` (GoldError cases: no target for a settings candidate)."""
+        return [case for case in self.trainset if case.case_id not in left_out]
 
     def plan(self, number: int) -> RoundPlan | None:
         stored = self.ledger.get(f"round:{number}")

@@ -37,7 +37,12 @@ from memtrace_opt.optimizers.evaluation.blame import Blame, attribute_failures, 
 from memtrace_opt.optimizers.evaluation.cached import EvalResult
 from memtrace_opt.optimizers.evaluation.evidence import build_evidence, describe
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
-from memtrace_opt.optimizers.evaluation.local_set import LocalSet, build_local_set, made_from
+from memtrace_opt.optimizers.evaluation.local_set import (
+    GOLD_ERROR_TARGETS,
+    LocalSet,
+    build_local_set,
+    made_from,
+)
 from memtrace_opt.optimizers.evaluation.repairs import confirmed_repairs
 from memtrace_opt.optimizers.evaluation.scoped import evidence_scope
 from memtrace_opt.optimizers.gates.local_check import LocalCase, local_cases
@@ -150,7 +155,8 @@ def _propose(ctx: RoundContext, number: int, program: dspy.Module, chosen: str, 
     """The candidates for `chosen`: for a predictor, its repairs, evidence, local set and every source's
     proposals; for an op without a prompt, its settings alone."""
     out = _Proposed()
-    objective = _settings_objective(ctx, number, program, chosen)
+    left_out = ctx.left_out(number, blame.verdicts)  # GoldError cases: no training signal
+    objective = _settings_objective(ctx, number, program, chosen, left_out)
     earlier = [plan for plan in map(ctx.plan, range(1, number)) if plan is not None]
     if chosen not in ctx.predictors:
         request = SourceRequest(number, program, chosen, ProposalEvidence(chosen, chosen, ""), evaluation,
@@ -171,7 +177,7 @@ def _propose(ctx: RoundContext, number: int, program: dspy.Module, chosen: str, 
         out.checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.proposal.evidence_cases,
                                  targets={r.case_id: r.added for r in out.repairs.repairs})
     if ctx.local is not None:
-        out.local_set = _local_set(ctx, number, program, chosen, out.repairs)
+        out.local_set = _local_set(ctx, number, program, chosen, out.repairs, left_out)
     request = SourceRequest(number, program, chosen, evidence, evaluation, ctx.evaluator.memo,
                             ctx.proposal.candidates, earlier, tuple(out.repairs.repairs), out.local_set, objective)
     progress.stage(f"round {number}: proposals")
@@ -189,24 +195,29 @@ def _propose(ctx: RoundContext, number: int, program: dspy.Module, chosen: str, 
     return out
 
 
-def _settings_objective(ctx: RoundContext, number: int, program: dspy.Module, chosen: str) -> SettingsObjective | None:
-    """The settings objective of the round's target, where the settings search is on and its op declares any."""
+def _settings_objective(ctx: RoundContext, number: int, program: dspy.Module, chosen: str,
+                        left_out: frozenset[str]) -> SettingsObjective | None:
+    """The settings objective of the round's target, where the settings search is on and its op declares any, on the
+    training questions less `left_out`."""
     if ctx.search is None:
         return None
     op = target_op(program, chosen)
     if op is None or not tunables_for(program.config, [op.op_name]):
         return None
-    return SettingsObjective(chosen, ctx.evaluator, ctx.trainset, program,
+    return SettingsObjective(chosen, ctx.evaluator, ctx.training(left_out), program,
                              StudyReplyBook(ctx.ledger, f"settings:{number}"), cost_limit=ctx.search.cost_limit)
 
 
-def _local_set(ctx: RoundContext, number: int, program: dspy.Module, chosen: str, repairs: RepairSet) -> LocalSet:
+def _local_set(ctx: RoundContext, number: int, program: dspy.Module, chosen: str, repairs: RepairSet,
+               left_out: frozenset[str]) -> LocalSet:
     """The chosen predictor's local set in a traced run of the training questions (the memo serves what an earlier
-    round traced), a confirmed repair's additions as its call's target, sampled to `local_calls` calls."""
+    round traced), a confirmed repair's additions as its call's target, the targets of `left_out` (GoldError cases)
+    left out, sampled to `local_calls` calls."""
     assert ctx.local is not None
     progress.stage(f"round {number}: local set")
     training = ctx.evaluator.evaluate(program, ctx.trainset)
     local_set = build_local_set(program, chosen, training, ctx.evaluator.memo).with_repairs(repairs.repairs, training)
+    local_set = local_set.without(left_out, GOLD_ERROR_TARGETS)
     local_set = local_set.sample(ctx.local.local_calls, seed=number)
     log.info("round %d: local set of %s: %s", number, chosen, local_set.summary())
     return local_set

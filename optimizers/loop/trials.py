@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import dspy
 
 from memtrace_opt import progress
+from memtrace_opt.attribution import Verdict
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.optimizers.core.candidate import Candidate
 from memtrace_opt.optimizers.core.decision import Decision, Status
@@ -139,8 +140,9 @@ class RoundTrials:
             LocalObjective(local_set, program, ctx.evaluator.task_lm,
                            StudyReplyBook(ctx.ledger, f"local:{self.number}:{self.parent}"),
                            threads=ctx.evaluator.threads), ctx.local_margin)
+        training = ctx.training(ctx.left_out(self.number, map(Verdict.from_dict, plan.verdicts)))  # less GoldError
         self.settings = None if ctx.search is None or not any(c.sets_settings for c in plan.candidates) else SettingsGate(
-            SettingsObjective(self.chosen, ctx.evaluator, ctx.trainset, program,
+            SettingsObjective(self.chosen, ctx.evaluator, training, program,
                               StudyReplyBook(ctx.ledger, f"settings:{self.number}"), cost_limit=ctx.search.cost_limit),
             ctx.local_margin)
         self.minibatch_gate = MinibatchGate(ctx.evaluator, minibatch, plan.minibatch_score, ctx.acceptance)

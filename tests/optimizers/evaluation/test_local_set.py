@@ -71,6 +71,18 @@ def test_a_local_set_round_trips_and_a_repair_becomes_its_calls_target(traced) -
     assert repaired.calls[1:] == local.calls[1:]
 
 
+def test_the_targets_of_gold_error_cases_leave_the_set_and_are_counted(traced) -> None:
+    program, result, memo = traced
+    local = build_local_set(program, EXTRACT, result, memo)
+    first = local.calls[0]
+    gone = {t.case_id for t in first.targets}  # every target of the first call
+    fewer = local.without(gone, "gold_error")
+    assert fewer.size == local.size - len(first.targets) and fewer.excluded["gold_error"] == len(first.targets)
+    assert first.key not in {c.key for c in fewer.calls}
+    assert all(len(c.targets) == len(c.seed_carried) for c in fewer.calls)
+    assert local.without(set(), "gold_error") is local
+
+
 def test_an_op_without_a_local_target_gets_an_empty_set(traced) -> None:
     program, result, memo = traced
     assert build_local_set(program, "nope.predict", result, memo).calls == ()
