@@ -4,13 +4,7 @@ First the recorded run is replayed unchanged: if that does not reproduce the fai
 confirmed. Then for each candidate op (graphtrace's verdict first, then the others in execution order, at
 most `config.max_replays`), repair its outputs and replay the conversation with them forced
 (`memtrace_opt.tracing.replay(..., forced={seq: outputs})`); unchanged ops come from the record, later ops
-run live. The first candidate whose repair makes the answer correct is the verdict. Repairs:
-- retrieval (retrieve, merge, ...): the units that held the needed information at question time are added
-  to the returned list;
-- extraction (extract_*, chunk, ...): the evidence turns are added to the extracted list (or text);
-- update/delete decisions: the UPDATE/DELETE that lost the information becomes NONE; a decision that skipped
-  it gets an ADD of each input fact that holds it;
-- otherwise the attributor LM rewrites the outputs (`RepairOutputs`).
+run live. The first candidate whose repair makes the answer correct is the verdict (the repairs: `_replay.py`).
 Store-writing ops cannot be forced; the answer op is never replayed (setting the answer is no test): it is
 the verdict when the information reached it intact and no earlier repair saves the answer. Without a
 replay context for the case (program + conversation), graphtrace's verdict stands, marked unconfirmed.
