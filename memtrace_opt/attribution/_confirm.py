@@ -9,7 +9,8 @@ replayed with them forced. Saved: the verdict, `confirmed` True. Not saved: the 
 `max_replays` repaired replays a case. Every suspect rejected: the first verdict with `confirmed` False. A replay
 that cannot be run, a failure that does not reproduce, an op that cannot be repaired or forced, or spent replays
 leave the verdict at hand with `confirmed` None and say why in its reason. Every verdict returned after a replay
-carries the case's `replays`. Without a replay context for the case, the first verdict is returned unchanged.
+carries the case's `replays`, and the task model's calls during them in its cost (`replay_calls`, apart from the
+attributor's `lm_calls`). Without a replay context for the case, the first verdict is returned unchanged.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def upstream(verdict: Verdict, flow: Flow) -> bool:
 def _noted(verdict: Verdict, note: str, replayer: CaseReplayer | None = None, *, confirmed: bool | None = None,
            confidence: float | None = None) -> Verdict:
     reason = f"{verdict.reason} ({note})" if note else verdict.reason
-    return replace(verdict, reason=reason[:REASON_CHARS], confirmed=confirmed,
-                   replays=tuple(replayer.replays) if replayer is not None else verdict.replays,
-                   confidence=verdict.confidence if confidence is None else confidence)
+    noted = replace(verdict, reason=reason[:REASON_CHARS], confirmed=confirmed,
+                    confidence=verdict.confidence if confidence is None else confidence)
+    return replayer.recorded(noted) if replayer is not None else noted
 
 
 def _ops(verdicts: list[Verdict]) -> str:
@@ -57,6 +58,7 @@ def confirm(case: FailedCase, graph: nx.MultiDiGraph, view: GraphView, flow: Flo
     first = next(verdicts)
     if not upstream(first, flow) or max_replays <= 0:
         return first
+    replayer: CaseReplayer | None = None
     try:
         context = provider(case)
         if context is None:
@@ -66,7 +68,7 @@ def confirm(case: FailedCase, graph: nx.MultiDiGraph, view: GraphView, flow: Flo
             reproduced = replayer.reproduces()
     except Exception as error:  # noqa: BLE001 - a replay that cannot run leaves the verdict unconfirmed
         log.warning("graphtrace: replay of %s failed: %s: %s", case.case_id, type(error).__name__, error)
-        return _noted(first, f"unconfirmed: the replay failed: {type(error).__name__}: {error}")
+        return _noted(first, f"unconfirmed: the replay failed: {type(error).__name__}: {error}", replayer)
     if not reproduced:
         note = f"unconfirmed: the replay does not reproduce the failure (it answers {replayer.reproduced_answer!r})"
         return _noted(first, note, replayer)

@@ -5,7 +5,8 @@ A `ReplayContext` says what replaying the case needs (the program as it ran, the
 `repair_outputs` makes the outputs an op should have produced for the needed information (by rule, else by the
 attributor LM); `CaseReplayer` replays the conversation first unchanged (does the record reproduce the failure?)
 and then with one op's repaired outputs forced (`memtrace_opt.tracing.replay(..., forced={seq: outputs})`;
-unchanged ops come from the record, later ops run live), and keeps every `Replay` it ran. Repairs:
+unchanged ops come from the record, later ops run live), and keeps every `Replay` it ran and the task model's
+calls during them (`recorded` puts both on a verdict: `replays`, `cost.replay_*`). Repairs:
 - retrieval (retrieve, merge, ...): the units that held the needed information at question time are added
   to the returned list;
 - extraction (extract_*, chunk, ...): the evidence turns are added to the extracted list (or text);
@@ -20,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dspy
@@ -29,6 +30,7 @@ import networkx as nx
 from memtrace_opt.attribution._ask import Asker, evidence_text
 from memtrace_opt.attribution._flow import Flow
 from memtrace_opt.attribution._graph import GraphView
+from memtrace_opt.attribution._meter import Meter, metering
 from memtrace_opt.attribution._render import render_op
 from memtrace_opt.attribution._types import (
     DELETION,
@@ -38,6 +40,7 @@ from memtrace_opt.attribution._types import (
     UPDATE,
     FailedCase,
     Replay,
+    Verdict,
     action_field,
     action_unit,
 )
@@ -291,7 +294,8 @@ class CaseReplayer:
     """The replays of one failed case (module doc). `reproduces()` runs the recorded run unchanged once (raises
     MemtraceError when a fault the context forces no longer comes up); `try_repair(op)` replays with `op`'s
     repaired outputs forced and returns the `Replay`, or None when `op` cannot be repaired or forced. `replays`
-    holds every replay run, the unchanged one first; `repaired` counts those with a repair."""
+    holds every replay run, the unchanged one first; `repaired` counts those with a repair; `usage` the LM calls
+    made while replaying (the task model's; a repair's question to the attributor LM is not among them)."""
 
     def __init__(self, case: FailedCase, graph: nx.MultiDiGraph, view: GraphView, flow: Flow,
                  context: ReplayContext) -> None:
@@ -302,6 +306,7 @@ class CaseReplayer:
         self.replay_fn = context.replay_fn or _tracing_replay()
         self.record = context.record if context.record is not None else graph
         self.replays: list[Replay] = []
+        self.usage = Meter()
         self._reproduced: bool | None = None
 
     @property
@@ -314,7 +319,7 @@ class CaseReplayer:
         context = self.context
         lm_scope = dspy.context(lm=context.lm) if context.lm is not None else contextlib.nullcontext()
         every = {**context.forced, **forced}
-        with lm_scope:
+        with lm_scope, metering(self.usage):
             result = self.replay_fn(context.program, context.conversation, self.asked, self.record,
                                     instructions=context.instructions, forced=every)
         if context.forced and not _forced_applied(result, {_key_of(self.view, seq) for seq in every}):
@@ -331,6 +336,17 @@ class CaseReplayer:
             self.replays.append(Replay(None, None, answer, correct))
             self._reproduced = not correct
         return self._reproduced
+
+    def charged(self, verdict: Verdict) -> Verdict:
+        """`verdict` with the replays' LM use in its cost (`replay_calls`, `replay_*_tokens`)."""
+        usage = self.usage
+        cost = replace(verdict.cost, replay_calls=usage.calls, replay_prompt_tokens=usage.prompt_tokens,
+                       replay_completion_tokens=usage.completion_tokens)
+        return replace(verdict, cost=cost)
+
+    def recorded(self, verdict: Verdict, **changes: Any) -> Verdict:
+        """`verdict` with `changes`, the replays run and their LM use in its cost."""
+        return self.charged(replace(verdict, replays=tuple(self.replays), **changes))
 
     @property
     def reproduced_answer(self) -> str:

@@ -130,20 +130,44 @@ def error_type_for_op(op_name: str | None, outputs: Any = None, role: OpRole | s
 
 @dataclass(frozen=True)
 class Cost:
-    """What attributing one case cost."""
+    """What attributing one case cost, in two parts that never mix.
+
+    `lm_calls`, `prompt_tokens` and `completion_tokens` are the attributor's own questions (every LM call the
+    method made for the case, except its replays); `replay_calls`, `replay_prompt_tokens` and
+    `replay_completion_tokens` are the task model's calls while it replayed the case's conversation (graphtrace's
+    confirmation, counterfactual). `seconds` is the whole case's time. The replay fields are written only when a
+    replay made a call; a line without them (written before they existed) reads as no replay.
+    """
 
     lm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    replay_calls: int = 0
+    replay_prompt_tokens: int = 0
+    replay_completion_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """The attributor's tokens (prompt and completion)."""
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def replay_tokens(self) -> int:
+        """The replays' tokens on the task model (prompt and completion)."""
+        return self.replay_prompt_tokens + self.replay_completion_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "lm_calls": self.lm_calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "seconds": round(self.seconds, 3),
         }
+        if self.replay_calls or self.replay_tokens:
+            data.update(replay_calls=self.replay_calls, replay_prompt_tokens=self.replay_prompt_tokens,
+                        replay_completion_tokens=self.replay_completion_tokens)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Cost:
@@ -153,6 +177,9 @@ class Cost:
             prompt_tokens=int(data.get("prompt_tokens", 0)),
             completion_tokens=int(data.get("completion_tokens", 0)),
             seconds=float(data.get("seconds", 0.0)),
+            replay_calls=int(data.get("replay_calls", 0)),
+            replay_prompt_tokens=int(data.get("replay_prompt_tokens", 0)),
+            replay_completion_tokens=int(data.get("replay_completion_tokens", 0)),
         )
 
 

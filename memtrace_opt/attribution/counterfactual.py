@@ -8,7 +8,8 @@ run live. The first candidate whose repair makes the answer correct is the verdi
 Store-writing ops cannot be forced; the answer op is never replayed (setting the answer is no test): it is
 the verdict when the information reached it intact and no earlier repair saves the answer. Without a
 replay context for the case (program + conversation), graphtrace's verdict stands, marked unconfirmed.
-The verdict records `confirmed` and its `replays`. The replay machinery is `_replay.py`'s, which graphtrace's own
+The verdict records `confirmed` and its `replays`, and its cost the task model's calls during them (`replay_calls`,
+apart from the attributor's `lm_calls`). The replay machinery is `_replay.py`'s, which graphtrace's own
 confirmation shares; `ReplayContext`, `ReplayProvider`, `repair_outputs` and `case_question` stay importable
 from here.
 """
@@ -66,11 +67,14 @@ class CounterfactualAttributor:
             return Verdict.failed(case.case_id, self.name, f"{type(error).__name__}: {error}")
         if context is None:
             return replace(seed, reason=f"{seed.reason} (unconfirmed: no replay context)", confidence=min(seed.confidence, 0.5))
+        replayer: CaseReplayer | None = None
         try:
-            return self._confirm(case, graph, view, flow, seed, context)
+            replayer = CaseReplayer(case, graph, view, flow, context)
+            return self._confirm(case, view, flow, seed, replayer)
         except Exception as error:  # noqa: BLE001
             log.warning("counterfactual replay of %s failed: %s", case.case_id, error)
-            return replace(seed, reason=f"{seed.reason} (unconfirmed: replay failed: {error})", confidence=min(seed.confidence, 0.5))
+            failed = replace(seed, reason=f"{seed.reason} (unconfirmed: replay failed: {error})", confidence=min(seed.confidence, 0.5))
+            return replayer.charged(failed) if replayer is not None else failed
 
     def _order(self, view: GraphView, flow: Flow, seed: Verdict) -> list[tuple[str, str]]:
         found = [(c.op, c.error_type) for c in candidates(view, flow, self.config.frontier)]
@@ -78,14 +82,10 @@ class CounterfactualAttributor:
             found = [(seed.op_id, seed.error_type)] + [c for c in found if c[0] != seed.op_id]
         return found
 
-    def _confirm(
-        self, case: FailedCase, graph: nx.MultiDiGraph, view: GraphView, flow: Flow, seed: Verdict, context: ReplayContext
-    ) -> Verdict:
-        replayer = CaseReplayer(case, graph, view, flow, context)
+    def _confirm(self, case: FailedCase, view: GraphView, flow: Flow, seed: Verdict, replayer: CaseReplayer) -> Verdict:
         if not replayer.reproduces():
             note = f"unconfirmed: the replay does not reproduce the failure (it answers {replayer.reproduced_answer!r})"
-            return replace(seed, reason=f"{seed.reason} ({note})", confidence=min(seed.confidence, 0.5),
-                           replays=tuple(replayer.replays))
+            return replayer.recorded(seed, reason=f"{seed.reason} ({note})", confidence=min(seed.confidence, 0.5))
         with Asker(self.config.max_lm_calls, self.config.max_tokens) as asker:
             for op, error_type in self._order(view, flow, seed):
                 if replayer.repaired >= self.config.max_replays:
@@ -94,12 +94,12 @@ class CounterfactualAttributor:
                 if replay is not None and replay.correct:
                     reason = f"repairing {view.op_name(op)} ({op}) and replaying answers {replay.answer!r}, which is correct"
                     verdict = make_verdict(case, self.name, view, op, error_type, reason, 0.95)
-                    return replace(verdict, confirmed=True, replays=tuple(replayer.replays))
+                    return replayer.recorded(verdict, confirmed=True)
         tried = [r.op_id or "" for r in replayer.replays if r.op_id is not None]
         if flow.reached_answer or seed.op_id == flow.answer_op:
             reason = f"the needed information reached the answer op; repairs of {len(tried)} earlier ops did not save it"
             verdict = make_verdict(case, self.name, view, flow.answer_op, RESPONSE, reason, 0.7)
-            return replace(verdict, replays=tuple(replayer.replays))
+            return replayer.recorded(verdict)
         note = f"unconfirmed: {len(tried)} replays with repaired outputs ({', '.join(tried) or 'none'}) did not fix it"
-        return replace(seed, reason=f"{seed.reason} ({note})", confidence=min(seed.confidence, 0.5),
-                       confirmed=False if seed.op_id in tried else None, replays=tuple(replayer.replays))
+        return replayer.recorded(seed, reason=f"{seed.reason} ({note})", confidence=min(seed.confidence, 0.5),
+                                 confirmed=False if seed.op_id in tried else None)

@@ -19,9 +19,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import dspy
 import networkx as nx
-from dspy.utils.callback import BaseCallback
 
 from memtrace_opt.attribution._graph import GraphView, load_case_graph
+from memtrace_opt.attribution._meter import Meter, metering
 from memtrace_opt.attribution._types import Cost, FailedCase, Verdict
 from memtrace_opt.errors import ConfigError
 
@@ -182,36 +182,29 @@ class _GraphCache:
         return graph
 
 
-class _CallCounter(BaseCallback):
-    """Counts LM calls (cache hits included) made while it is among the active callbacks."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self._lock = threading.Lock()
-
-    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        with self._lock:
-            self.calls += 1
-
-
-def _usage_cost(tracker: Any, calls: int, seconds: float) -> Cost:
-    entries = [entry for rows in tracker.usage_data.values() for entry in rows]
-    return Cost(
-        lm_calls=max(calls, len(entries)),
-        prompt_tokens=sum(int(e.get("prompt_tokens") or 0) for e in entries),
-        completion_tokens=sum(int(e.get("completion_tokens") or 0) for e in entries),
+def _case_cost(meter: Meter, reported: Cost, seconds: float) -> Cost:
+    """The case's cost from what was metered around it (every call) and what the method reported: the replays it
+    metered itself (`reported.replay_*`) are taken out of the attributor's part and kept apart."""
+    cost = Cost(
+        lm_calls=max(0, meter.calls - reported.replay_calls),
+        prompt_tokens=max(0, meter.prompt_tokens - reported.replay_prompt_tokens),
+        completion_tokens=max(0, meter.completion_tokens - reported.replay_completion_tokens),
         seconds=seconds,
+        replay_calls=reported.replay_calls,
+        replay_prompt_tokens=reported.replay_prompt_tokens,
+        replay_completion_tokens=reported.replay_completion_tokens,
     )
+    if reported.lm_calls > cost.lm_calls:  # the method metered more than we saw (e.g. cached calls)
+        cost = replace(reported, seconds=seconds)
+    return cost
 
 
 def attribute_case(attributor: Attributor, case: FailedCase, *, graphs: _GraphCache | None = None) -> Verdict:
     """Attribute one case, metering its LM use (every call, cache hits included; the tokens of uncached
-    calls) and time. Never raises."""
+    calls) and time, the attributor's questions apart from the task model's replays (`Cost`). Never raises."""
     start = time.perf_counter()
     method = getattr(attributor, "name", type(attributor).__name__)
-    counter = _CallCounter()
-    callbacks = [*(dspy.settings.get("callbacks") or []), counter]
-    with dspy.context(callbacks=callbacks), dspy.track_usage() as tracker:
+    with metering() as meter:
         try:
             graph = case.graph
             if graph is None:
@@ -222,10 +215,7 @@ def attribute_case(attributor: Attributor, case: FailedCase, *, graphs: _GraphCa
         except Exception as error:  # noqa: BLE001 - one failed case never stops the others
             log.warning("attribution of %s failed: %s: %s", case.case_id, type(error).__name__, error)
             verdict = Verdict.failed(case.case_id, method, f"{type(error).__name__}: {error}")
-    cost = _usage_cost(tracker, counter.calls, time.perf_counter() - start)
-    if verdict.cost.lm_calls > cost.lm_calls:  # the method metered more than we saw (e.g. cached calls)
-        cost = replace(verdict.cost, seconds=cost.seconds)
-    return replace(verdict, cost=cost)
+    return replace(verdict, cost=_case_cost(meter, verdict.cost, time.perf_counter() - start))
 
 
 ProgressFn = Callable[[int, int, Verdict], None]

@@ -3,11 +3,12 @@ the method goes on to its next suspect."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 from attr_graphs import QID, build
-from test_attr_counterfactual import FakeReplay, case_for
+from test_attr_counterfactual import FakeReplay, TaskReplay, case_for, task_model
 
 from memtrace_opt.attribution import AttributionConfig, Replay, Verdict, attribute_cases
 from memtrace_opt.attribution.counterfactual import ReplayContext
@@ -114,3 +115,20 @@ def test_a_confirmed_verdict_round_trips_with_its_replays(attributor_lm) -> None
     line = verdict.to_dict()
     assert line["confirmed"] is True and line["replays"][1]["op_id"] == built.op_id
     assert Verdict.from_dict(line).to_dict() == line
+
+
+def test_the_replays_task_calls_are_counted_apart_from_the_attributors_questions(attributor_lm, attributor_engine) -> None:
+    built = build("mem0", "deletion")
+    plain = graphtrace(built.graph, attributor_lm)  # no replay: the attributor's questions alone
+    asked = len(attributor_engine.calls)
+    task = task_model()
+    seq = int(built.op_id[3:])
+    replay = TaskReplay(lambda forced: seq in forced)
+    context = ReplayContext(program=None, conversation=None, replay_fn=replay, lm=task)
+    [verdict] = attribute_cases([case_for(built.graph)], "graphtrace", lm=attributor_lm, config=CONFIG,
+                                replay_provider=lambda case: context)
+    assert verdict.confirmed is True and len(task.engine.calls) == 2  # the unchanged replay, then the repair
+    assert verdict.cost.replay_calls == 2 and verdict.cost.replay_tokens > 0
+    assert verdict.cost.lm_calls == len(attributor_engine.calls) - asked == plain.cost.lm_calls
+    assert verdict.cost.tokens == plain.cost.tokens  # the same questions: no replay token among them
+    assert Verdict.from_dict(verdict.to_dict()).cost == replace(verdict.cost, seconds=round(verdict.cost.seconds, 3))

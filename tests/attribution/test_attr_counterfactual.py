@@ -31,6 +31,22 @@ class FakeReplay:
         return SimpleNamespace(answers={questions[0].question_id: answer})
 
 
+class TaskReplay(FakeReplay):
+    """A FakeReplay that, like a real one, asks the task model (the LM in context) once per replay."""
+
+    def __call__(self, program, conversation, questions, record, *, instructions=None, forced=None):
+        dspy.Predict("question -> answer")(question=questions[0].question)
+        return super().__call__(program, conversation, questions, record, instructions=instructions, forced=forced)
+
+
+def task_model():
+    """A fake task model that answers every question 'Max'."""
+    from memtrace_opt.testing import FakeEngine, Skill, fake_lm
+
+    return fake_lm(engine=FakeEngine(skills=[Skill(outputs=("answer",), fn=lambda call: {"answer": "Max"})],
+                                     model="fake-task"), name="fake/task")
+
+
 def test_a_repaired_update_decision_is_confirmed_by_replay(attributor_lm) -> None:
     built = build("mem0", "deletion")
     seq = int(built.op_id[3:])
@@ -88,7 +104,18 @@ def test_without_a_replay_context_the_verdict_is_marked_unconfirmed(attributor_l
     assert verdict.method == "counterfactual" and "no replay context" in verdict.reason
 
 
-def test_counterfactual_on_a_real_replayed_mem0_run(attributor_lm) -> None:
+def test_the_replays_task_calls_are_counted_apart_from_the_attributors(attributor_lm, attributor_engine) -> None:
+    built = build("mem0", "deletion")
+    task = task_model()
+    context = ReplayContext(program=None, conversation=None, replay_fn=TaskReplay(lambda forced: False), lm=task)
+    [verdict] = attribute_cases([case_for(built.graph)], "counterfactual", lm=attributor_lm, config=CONFIG,
+                                replay_provider=lambda case: context)
+    assert len(verdict.replays) >= 2 and verdict.cost.replay_calls == len(verdict.replays) == len(task.engine.calls)
+    assert verdict.cost.lm_calls == len(attributor_engine.calls)
+    assert verdict.cost.replay_tokens > 0 and verdict.to_dict()["cost"]["replay_calls"] == verdict.cost.replay_calls
+
+
+def test_counterfactual_on_a_real_replayed_mem0_run(attributor_lm, attributor_engine) -> None:
     """mem0 on the packaged sample with an extraction prompt that drops dated facts: the replay that puts the
     evidence back into op's facts answers correctly."""
     from memtrace_opt.data.loader import load_sample
@@ -112,9 +139,13 @@ def test_counterfactual_on_a_real_replayed_mem0_run(attributor_lm) -> None:
     case = FailedCase("mem0:q1", question, question.answer, prediction, question.evidence, "mem0",
                       conversation.sample_id, graph=broken.graph)
     context = ReplayContext(program=broken.program, conversation=conversation, record=broken.events, lm=task)
+    before = len(task.engine.calls)
     [verdict] = attribute_cases([case], "counterfactual", lm=attributor_lm, config=CONFIG,
                                 replay_provider=lambda c: context)
     assert verdict.op == "mem0.extract_facts" and verdict.error_type == "ExtractionError"
+    # the program's calls while replaying are the replays' part of the cost; the attributor's questions the rest
+    assert verdict.cost.replay_calls == len(task.engine.calls) - before > 0
+    assert verdict.cost.lm_calls == len(attributor_engine.calls)
     assert verdict.confidence == 0.95, verdict.reason
     assert "chemistry" in verdict.reason.lower()
 

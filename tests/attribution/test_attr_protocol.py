@@ -35,6 +35,18 @@ def test_verdict_round_trips_in_the_design_format() -> None:
     assert failed.error == "no graph" and failed.error_type is None and not failed.ok
 
 
+def test_an_older_cost_without_the_replay_fields_reads_as_no_replay() -> None:
+    line = {"case_id": "c1", "method": "graphtrace", "error_type": "ExtractionError", "op_id": "op:3", "op": "x",
+            "predictor": None, "reason": "r", "confidence": 0.7, "error": None,
+            "cost": {"lm_calls": 11, "prompt_tokens": 900, "completion_tokens": 80, "seconds": 2.5}}
+    verdict = Verdict.from_dict(line)
+    assert (verdict.cost.lm_calls, verdict.cost.replay_calls, verdict.cost.replay_tokens) == (11, 0, 0)
+    assert verdict.to_dict() == line  # written back as it was read
+    split = Cost(3, 700, 50, 2.5, replay_calls=8, replay_prompt_tokens=200, replay_completion_tokens=30)
+    assert split.to_dict()["replay_calls"] == 8 and Cost.from_dict(split.to_dict()) == split
+    assert (split.tokens, split.replay_tokens) == (750, 230)
+
+
 @pytest.mark.parametrize(
     ("op", "outputs", "expected"),
     [
