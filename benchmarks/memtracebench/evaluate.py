@@ -1,6 +1,8 @@
 """Score attribution methods on MemTraceBench: error-type accuracy, operation accuracy (the verdict names one
 of the label's acceptable ops; for a GoldError label, naming GoldError), both, per system and label source, a
-confusion matrix of error types, and the cost per case. Every table is given per label source (injected,
+confusion matrix of error types, and the cost per case: the attributor's questions (LM calls and tokens, what the
+cost target is on) and beside them the task model's replayed calls (graphtrace's confirmation, counterfactual) with
+how many upstream verdicts a replay confirmed (`costs.py`; never mixed into the attributor's calls). Every table is given per label source (injected,
 lineage, human): lineage is exact on its own labels by construction and injected faults are not natural
 failures, so only the human labels say how often a method agrees with a person. On them lineage's agreement
 is reported as a reference (scored even when not asked for: it needs no LM).
@@ -34,6 +36,7 @@ from memtrace_opt.attribution.protocol import JUDGED_METHODS, REPLAY_METHODS
 from memtrace_opt.attribution.runs import append_verdict, latest, read_verdicts, verdict_line
 from memtrace_opt.benchmarks.memtracebench._types import BENCH_SCHEMA_VERSION, SOURCES, BenchCase
 from memtrace_opt.benchmarks.memtracebench.build import CASES_FILE
+from memtrace_opt.benchmarks.memtracebench.costs import CaseCosts
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.rundir import write_jsonl
 
@@ -80,7 +83,9 @@ class Score:
 @dataclass(frozen=True)
 class MethodScore:
     """A method's scores on a set of cases; `per_source` holds the same scores on each label source's cases.
-    `reference` marks lineage scored only as the reference on human labels (not asked for)."""
+    `reference` marks lineage scored only as the reference on human labels (not asked for). `cost` holds the
+    attributor's mean calls, tokens and seconds per case; `costs` the medians and totals, the task model's replayed
+    calls apart, and the upstream verdicts' confirmation."""
 
     method: str
     overall: Score
@@ -92,6 +97,7 @@ class MethodScore:
     errors: int = 0
     per_source: dict[str, MethodScore] = field(default_factory=dict)
     reference: bool = False
+    costs: CaseCosts = field(default_factory=CaseCosts)
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -102,6 +108,7 @@ class MethodScore:
             "by_type": {k: v.to_dict() for k, v in sorted(self.by_type.items())},
             "confusion": self.confusion,
             "cost_per_case": self.cost,
+            "costs": self.costs.to_dict(),
             "errors": self.errors,
         }
         if self.per_source:
@@ -155,8 +162,9 @@ def score_verdicts(method: str, cases: Sequence[BenchCase], verdicts: Sequence[V
         totals["seconds"] += verdict.cost.seconds  # type: ignore[assignment]
     n = max(1, len(cases))
     cost = {key: round(value / n, 3) for key, value in totals.items()}
+    costs = CaseCosts.of([by_id[c.case_id] for c in cases if c.case_id in by_id])
     return MethodScore(method, overall, by_system, by_source, by_type,
-                       {k: dict(v) for k, v in confusion.items()}, cost, errors, split)
+                       {k: dict(v) for k, v in confusion.items()}, cost, errors, split, costs=costs)
 
 
 def bench_replay_provider(root: str | Path, cases: Sequence[BenchCase], task_lm: Any = None
@@ -341,14 +349,24 @@ _SOURCE_NOTES = {
 }
 
 
+#: the accuracy table's columns: the attributor's mean calls and tokens per case, then the task model's replayed
+#: calls (median / total per case) and the upstream verdicts confirmed (share, and true / false / none)
+ACCURACY_COLUMNS = ("method", "cases", "type acc", "op acc", "both", "LM calls", "tokens", "replayed calls",
+                    "confirmed", "seconds", "errors")
+
+
 def _accuracy_table(title: str, rows: Sequence[tuple[str, MethodScore]]) -> Table:
-    table = Table(title=title)
-    for column in ("method", "cases", "type acc", "op acc", "both", "LM calls", "tokens", "seconds", "errors"):
+    table = Table(title=title, caption="LM calls, tokens: the attributor's, mean per case; replayed calls: the task "
+                                       "model's, median / total; confirmed: upstream verdicts, share (true / false / none)")
+    for column in ACCURACY_COLUMNS:
         table.add_column(column, justify="left" if column == "method" else "right")
     for name, s in rows:
         tokens = s.cost.get("prompt_tokens", 0) + s.cost.get("completion_tokens", 0)
+        replayed = s.costs.replayed
         table.add_row(name, str(s.overall.n), _pct(s.overall, s.overall.type_hits), _pct(s.overall, s.overall.op_hits),
                       _pct(s.overall, s.overall.both_hits), f"{s.cost.get('lm_calls', 0):.1f}", f"{tokens:.0f}",
+                      f"{s.costs.median_replay_calls:g} / {s.costs.total_replay_calls}" if replayed else "-",
+                      s.costs.confirmation.cell() if replayed else "-",
                       f"{s.cost.get('seconds', 0):.2f}", str(s.errors))
     return table
 
