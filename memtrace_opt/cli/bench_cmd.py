@@ -93,7 +93,9 @@ def bench_eval_impl(
     confirm: bool = True,
 ) -> Any:
     """Score attribution methods on the benchmark in `bench`; print accuracy, cost and confusion tables. The task
-    model replays the cases for counterfactual, and for graphtrace's confirmation unless `confirm` is off."""
+    model replays the cases for counterfactual, and for graphtrace's confirmation unless `confirm` is off; the cost
+    columns show the attributor's calls and tokens and, beside them, the replays' task-model calls and the upstream
+    verdicts a replay confirmed."""
     from memtrace_opt.attribution import AttributionConfig, LMAnswerJudge, method_names
     from memtrace_opt.attribution.protocol import JUDGED_METHODS
     from memtrace_opt.benchmarks.memtracebench.evaluate import (
@@ -177,7 +179,8 @@ def bench_eval_command(
     bench: Annotated[Path, typer.Argument(help="Benchmark directory (holds cases.jsonl).")],
     method: Annotated[Optional[list[str]], typer.Option("--method", "-m", help="Attribution method (repeatable).")] = None,  # noqa: UP045
     embedder: Annotated[str, typer.Option(help="Embedder for pseudo-evidence: minilm or hash.")] = "minilm",
-    max_calls: Annotated[int, typer.Option(min=1, help="LM calls per case at most (graphtrace).")] = 8,
+    max_calls: Annotated[int, typer.Option(min=1, help="Attributor LM calls per case at most (graphtrace; its replays on "
+                                                      "the task model are not among them).")] = 8,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Score the first N cases only.")] = None,  # noqa: UP045
     threads: Annotated[int, typer.Option(min=1, help="Cases attributed in parallel.")] = 1,
     fresh: Annotated[bool, typer.Option("--fresh", help="Attribute every case again (default: resume).")] = False,
@@ -193,8 +196,9 @@ def bench_eval_command(
     config: Path | None,
 ) -> None:
     """Score attribution methods on MemTraceBench: type and op accuracy (overall, by system), a confusion
-    matrix, cost per case; every table again per label source (injected, lineage, human), a verdict right when
-    it names any of the label's acceptable ops, and lineage's agreement with the human labels as a reference. Verdicts and scores go to BENCH/eval/; each verdict is written as its case ends, and
+    matrix, cost per case (the attributor's LM calls and tokens, mean; beside them the task model's replayed calls,
+    median / total, and the share of upstream verdicts a replay confirmed, true / false / none); every table again
+    per label source (injected, lineage, human), a verdict right when it names any of the label's acceptable ops, and lineage's agreement with the human labels as a reference. Verdicts and scores go to BENCH/eval/; each verdict is written as its case ends, and
     a stopped eval resumes where it stopped (--fresh starts over, e.g. with another attributor model)."""
     bench_eval_impl(bench, list(method or ["lineage"]), roles=roles, embedder=embedder, max_calls=max_calls,
                     limit=limit, threads=threads, progress=not quiet, fresh=fresh, gold_evidence=gold_evidence,

@@ -36,6 +36,41 @@ def test_a_small_pick_reaches_every_system_and_dataset_before_a_second_error_typ
     assert [c.label.error_type for c in chosen].count("RetrievalError") == 5  # each owner's first group first
 
 
+def test_the_cost_target_reads_the_attributors_calls_with_the_replays_beside_it():
+    from memtrace_opt.attribution import Cost, Verdict
+    from memtrace_opt.benchmarks.bench_attribution import score_method, table, targets
+
+    kinds = ("ExtractionError", "RetrievalError", "ResponseError", "UpdateError")
+    cases = [BenchCase(f"c{i}", "mem0", "d", "s", f"q{i}", "?", "g", "p", (), "g.json",
+                       Label(kind, f"op:{i}", "x", "injected")) for i, kind in enumerate(kinds)]
+    # attributor calls 4, 6, 5, 3; replayed calls 6, 10, 4, 0; confirmed True, False, None (on the answer op:
+    # not upstream), and an older line (no replay fields, untested)
+    costs = [Cost(4, 2000, 100, 1.0, 6, 3000, 90), Cost(6, 3000, 200, 1.0, 10, 5000, 150),
+             Cost(5, 2500, 150, 1.0, 4, 2000, 60)]
+    verdicts = [Verdict(c.case_id, "graphtrace", c.label.error_type, c.label.op_id, "x", None, "r", 0.8, cost, None,
+                        confirmed) for c, cost, confirmed in zip(cases[:3], costs, (True, False, None), strict=True)]
+    verdicts.append(Verdict.from_dict({**verdicts[0].to_dict(), "case_id": "c3", "error_type": "UpdateError",
+                                       "op_id": "op:3", "confirmed": None, "replays": None,
+                                       "cost": {"lm_calls": 3, "prompt_tokens": 900, "completion_tokens": 60}}))
+    scored = score_method("graphtrace", cases, verdicts, 12.0)
+    assert (scored["median_lm_calls"], scored["median_replay_calls"], scored["total_replay_calls"]) == (4.5, 5, 20)
+    assert scored["confirmed"] == {"true": 1, "false": 1, "none": 1, "upstream": 3, "share": 0.3333}
+    results = {"methods": {"graphtrace": scored}}
+    checks = dict(targets(results))
+    # attributor and replays together would be a median of 9.5 calls a case: over the target, which is on the
+    # attributor's questions alone (4.5)
+    line = "graphtrace median 4.5 attributor LM calls <= 8 per case (replays apart: median 5 task-model calls a case)"
+    assert checks[line] is True
+    assert checks["graphtrace median 2375 attributor tokens <= 12k per case"] is True
+    text = table(results)
+    assert "| median LM calls | median tokens | LM calls total | median replayed calls | replayed calls total |" in text
+    assert "| 4.5 | 2375 | 18 | 5 | 20 | 33% (1 / 1 / 1) |" in text
+    older = {**scored, "median_lm_calls": 3}
+    for key in ("median_replay_calls", "total_replay_calls", "confirmed"):
+        older.pop(key)  # a score saved before the replays were reported
+    assert "| 3 | 2375 | 18 | - | - | - |" in table({"methods": {"graphtrace": older}})
+
+
 def test_dry_run_scores_every_method_and_saves_the_table(tmp_path):
     out = tmp_path / "attr"
     status = main(["--lm", "fake", "--data", "sample", "--embedder", "hash", "--systems", "mem0",
@@ -45,6 +80,9 @@ def test_dry_run_scores_every_method_and_saves_the_table(tmp_path):
     graphtrace = results["methods"]["graphtrace"]
     assert graphtrace["injected"]["n"] == results["cases"] > 0
     assert 0.0 <= graphtrace["injected"]["op_acc"] <= 1.0
+    # graphtrace confirmed its upstream verdicts by replay: the task model's calls are reported apart
+    assert graphtrace["total_replay_calls"] > 0 and graphtrace["confirmed"]["upstream"] > 0
+    assert results["methods"]["lineage"]["total_replay_calls"] == 0
     assert "| graphtrace |" in (out / "results.md").read_text()
     assert status == (0 if all(t["met"] for t in results["targets"]) else 1)
     # a second run on the same bench scores another method and keeps the first run's scores beside it
