@@ -53,7 +53,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from memtrace_opt import progress  # noqa: E402
-from memtrace_opt.attribution import AttributionConfig, method_names  # noqa: E402
+from memtrace_opt.attribution import AttributionConfig, LMAnswerJudge, method_names  # noqa: E402
 from memtrace_opt.attribution.runs import read_verdicts  # noqa: E402
 from memtrace_opt.benchmarks.memtracebench import BuildRequest, build_bench, eval_bench, load_bench  # noqa: E402
 from memtrace_opt.benchmarks.memtracebench.costs import Confirmation  # noqa: E402
@@ -204,6 +204,7 @@ def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save:
         verdicts = []
         for name, root in loaded:
             eval_bench(root, [method], lm=models.attributor, task_lm=models.task, config=config, case_ids=chosen,
+                       judge=LMAnswerJudge(models.judge) if args.judge_lm else None,
                        gold_evidence=not args.no_gold_evidence,
                        progress=lambda m, done, total, name=name: print(f"  [{name}] {m} {done}/{total}", flush=True)
                        if done == total or done % 5 == 0 else None)
@@ -317,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lm", default="embedded", help="task model (runs the systems, replays)")
     parser.add_argument("--attributor-lm", default=None, help="attributor model (default: the task model)")
+    parser.add_argument("--judge-lm", default=None,
+                        help="judge model for the GoldError tests of lineage, graphtrace and counterfactual (gold "
+                             "evidence that does not say the gold answer; an answer in other words); none by default: "
+                             "then no method says GoldError by them")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--methods", default=",".join(method_names()))
     parser.add_argument("--data", choices=("shared", "sample"), default="shared",
@@ -355,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(methods) - set(method_names()))
     if unknown:
         parser.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}")
-    roles = ModelRoles(task=ModelSpec(model=args.lm), attributor=ModelSpec(model=args.attributor_lm or args.lm))
+    roles = ModelRoles(task=ModelSpec(model=args.lm), attributor=ModelSpec(model=args.attributor_lm or args.lm),
+                       judge=ModelSpec(model=args.judge_lm) if args.judge_lm else None)
     models = Models.from_roles(roles)
     progress.watch(models.usage)
     if args.split in LABELLED_SPLITS:
@@ -364,12 +370,13 @@ def main(argv: list[str] | None = None) -> int:
         build(args, models)
     args.out.mkdir(parents=True, exist_ok=True)
     header = (f"task LM {args.lm}, attributor {args.attributor_lm or args.lm}"
+              f"{f', judge {args.judge_lm}' if args.judge_lm else ''}"
               f"{', gold evidence hidden (pseudo-evidence)' if args.no_gold_evidence else ''}"
               f"{f', the human-labelled {args.split} split' if args.split in LABELLED_SPLITS else ''}")
     name = results_name(args)
 
     def save(results: dict[str, Any]) -> list[tuple[str, bool]]:
-        results["models"] = {"task": args.lm, "attributor": args.attributor_lm or args.lm}
+        results["models"] = {"task": args.lm, "attributor": args.attributor_lm or args.lm, "judge": args.judge_lm}
         results["split"] = args.split
         checks = targets(results, args.split)
         results["targets"] = [{"target": line, "met": ok} for line, ok in checks]

@@ -160,3 +160,25 @@ def test_each_labelled_split_defaults_to_the_repository_copy():
 
     assert bench_attribution.SPLITS_DIR.name == "splits" and bench_attribution.SPLIT_ALIASES == {"human": "dev"}
     assert (bench_attribution.SPLITS_DIR / "dev" / "cases.jsonl").is_file()
+
+
+@pytest.mark.parametrize("judged", [False, True])
+def test_judge_lm_gives_the_methods_a_judge_for_their_gold_tests(tmp_path, monkeypatch, judged):
+    import memtrace_opt.benchmarks.bench_attribution as script
+    from memtrace_opt.attribution import LMAnswerJudge
+
+    given = []
+    real = script.eval_bench
+
+    def spy(*args, **kwargs):
+        given.append(kwargs.get("judge"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(script, "eval_bench", spy)
+    split, out = _human_split(tmp_path), tmp_path / "attr"
+    main(["--lm", "fake", "--split", "dev", "--split-dir", str(split), "--embedder", "hash", "--methods", "lineage",
+          "--out", str(out), *(["--judge-lm", "fake"] if judged else [])])
+    assert given and all(isinstance(j, LMAnswerJudge) if judged else j is None for j in given)
+    results = json.loads((out / "results.json").read_text())
+    assert results["models"]["judge"] == ("fake" if judged else None)
+    assert ("judge fake" in (out / "results.md").read_text()) == judged
