@@ -15,6 +15,7 @@ from typing import Any
 from memtrace_opt.attribution import GOLD
 from memtrace_opt.optimizers.evaluation.blame import UNATTRIBUTED
 from memtrace_opt.optimizers.evaluation.local_set import GOLD_ERROR_TARGETS
+from memtrace_opt.optimizers.loop.interrupted import InterruptedRound, RoundPhase
 from memtrace_opt.optimizers.loop.records import CandidateRecord, RoundRecord
 from memtrace_opt.optimizers.loop.stop import StopReason
 from memtrace_opt.rundir import RunDir
@@ -31,6 +32,15 @@ _STOPPED = {
     StopReason.BUDGET.value: "the LM-call budget was spent",
     StopReason.TIME.value: "the time budget was spent",
 }
+_CUT_BY = {StopReason.BUDGET.value: "the LM-call budget", StopReason.TIME.value: "the time budget"}
+_CUT_WHILE = {
+    RoundPhase.PLAN: "tracing and attributing",
+    RoundPhase.REPAIRS: "repairing",
+    RoundPhase.LOCAL_SET: "building the local set",
+    RoundPhase.PROPOSALS: "proposing",
+    RoundPhase.CANDIDATES: "scoring candidates",
+    RoundPhase.VALIDATION: "validating",
+}
 
 
 def closing_lines(manifest: Mapping[str, Any], run_dir: Path, *, report_written: bool) -> list[str]:
@@ -38,12 +48,11 @@ def closing_lines(manifest: Mapping[str, Any], run_dir: Path, *, report_written:
     (`report_written`: its report.html exists)."""
     rounds = [RoundRecord.from_dict(r) for r in manifest.get("rounds") or []]
     optimizer = manifest.get("optimizer") or {}
-    lines = [_blame_line(rounds)]
-    lines += _round_lines(rounds, float((manifest.get("baseline") or {}).get("val_accuracy") or 0.0))
     cut = optimizer.get("interrupted")
+    lines = [_blame_line(rounds, bool(cut))]
+    lines += _round_lines(rounds, float((manifest.get("baseline") or {}).get("val_accuracy") or 0.0))
     if cut:
-        lines.append(f"round {cut.get('round')} cut short ({cut.get('chosen_predictor') or 'no predictor chosen'}): "
-                     f"{cut.get('why', '')}")
+        lines.append(_cut_line(InterruptedRound.from_dict(cut), str(optimizer.get("stop_reason") or "")))
     lines.append(_val_line(manifest, rounds))
     test = manifest.get("test") or {}
     lines.append(_test_line(test, run_dir))
@@ -55,9 +64,10 @@ def _counts(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{name} {n}" for name, n in counts.items())
 
 
-def _blame_line(rounds: Sequence[RoundRecord]) -> str:
+def _blame_line(rounds: Sequence[RoundRecord], cut: bool) -> str:
     if not rounds:
-        return "blamed: nothing, no round finished"
+        return "blamed: no round finished (the round cut short says what it found)" if cut else \
+            "blamed: nothing, no round finished"
     blamed: Counter[str] = Counter()
     not_fixable: Counter[str] = Counter()
     for record in rounds:
@@ -69,6 +79,32 @@ def _blame_line(rounds: Sequence[RoundRecord]) -> str:
     blame = _counts(dict(blamed.most_common())) or "no predictor"
     unfixable = ", ".join(_not_fixable(name, n) for name, n in sorted(not_fixable.items())) or "none"
     return f"{head}: {blame}; could not be attributed or fixed by a prompt: {unfixable}"
+
+
+def _cut_line(cut: InterruptedRound, stop_reason: str) -> str:
+    """What the round the budget cut short had done: each part of its plan it reached, its candidates scored."""
+    if cut.phase is None:  # recorded before the phase and the plan's parts were kept
+        return f"round {cut.round} cut short ({cut.chosen_predictor or 'no predictor chosen'}): {cut.why}"
+    spent = f"{cut.seconds or 0.0:.0f} s and {cut.lm_calls or 0} LM calls into it"
+    head = f"round {cut.round} cut short while {_CUT_WHILE[cut.phase]} ({_CUT_BY.get(stop_reason, cut.why)}; {spent})"
+    done: list[str] = []
+    if cut.blame_counts is not None:
+        done.append(f"blamed {_counts(cut.blame_counts) or 'nothing'}")
+        if cut.not_fixable:
+            done.append(f"not fixable by prompts {_counts(cut.not_fixable)}")
+        done.append(f"chose {cut.chosen_predictor}" if cut.chosen_predictor else "no predictor chosen")
+    if cut.findings:
+        done.append(f"findings: {', '.join(str(f.get('pattern')) for f in cut.findings)}")
+    if cut.repairs is not None:
+        done.append(f"repairs: {cut.repairs.get('tried', 0)} tried, {cut.repairs.get('confirmed', 0)} confirmed")
+    if cut.local_set is not None:
+        local = cut.local_set
+        done.append(f"local set {local.get('calls')} calls / {local.get('targets')} targets, seed carries "
+                    f"{local.get('seed_carried')}")
+    if cut.candidates:
+        scored = sum(c.get("minibatch_score") is not None or c.get("local") is not None for c in cut.candidates)
+        done.append(f"{len(cut.candidates)} candidates, {scored} scored")
+    return f"{head}: {'; '.join(done) or 'nothing attributed yet'}"
 
 
 def _not_fixable(name: str, n: int) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from memtrace_opt.optimizers.core.candidate import Candidate
 from memtrace_opt.optimizers.core.decision import Decision, Status
+from memtrace_opt.optimizers.loop.interrupted import RoundPhase
 from memtrace_opt.optimizers.loop.outcome import TrialOutcome
 from memtrace_opt.optimizers.loop.trials import RoundTrials, Trial
 from memtrace_opt.optimizers.sources.combination import combine
@@ -93,9 +94,11 @@ class LocalSearch:
         trial = t.open_trial(Trial(0, candidate, key, parts=(rewrite.number - 1, demos.number - 1)))
         t.trials.remove(trial)  # recorded after the plan's candidates, as the round's extra
         job = t.job("local", trial.parts, key)
+        t.phase = RoundPhase.CANDIDATES
         outcome = TrialOutcome.from_dict(t.runner.run([job], t.run_job)[job.key])
         if outcome.cut:
-            trial.decision, t.cut = Decision.of(Status.NOT_VALIDATED, "not scored: {why}", why=outcome.cut), True
+            trial.decision = Decision.of(Status.NOT_VALIDATED, "not scored: {why}", why=outcome.cut)
+            t.cut_short()
         else:
             t.record_outcome(trial, outcome)
         return trial
@@ -154,7 +157,7 @@ class MinibatchFirst:
             # cut for want of calls after the demos passed: the round stands with the demos, and the next round
             # proposes its rewrites on top of them; before they passed, the round resumes
             if best is None and combined.decision is not None and combined.decision.status is Status.NOT_VALIDATED:
-                t.cut = True
+                t.cut_short()
             if rewrite.restored is None and best is None and combined.val is not None and not combined.accepted:
                 t.validate(rewrite)  # neither the demos nor the two together passed: the rewrite may do better alone
                 if rewrite.accepted:

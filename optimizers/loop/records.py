@@ -23,8 +23,10 @@ says which LM-backed calls its evaluations re-ran: `{minibatch: {scope, rerun_by
 
 `lm_calls` is the metered LM calls the round spent (task, reflection, attributor), `seconds` its wall time. A
 round the budget cut short is not among the rounds (it resumes with a larger budget); the manifest's
-`optimizer.interrupted` shows how far it got: `{round, chosen_predictor, blame_counts, candidates:
-[{instruction, minibatch_score}], why}` (a score is null for a candidate not evaluated yet).
+`optimizer.interrupted` shows how far it got (`InterruptedRound`, `interrupted.py`): the phase it was cut in, its
+calls and seconds so far, the parts of its plan it reached (blame and not-fixable counts, chosen predictor,
+findings, repairs, local set, in the forms above) and its candidates `[{instruction, minibatch_score}]` (a score
+is null for a candidate not evaluated yet).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any
 import dspy
 
 from memtrace_opt.optimizers.core.candidate import DEMOS, REFLECTION, Candidate
+from memtrace_opt.optimizers.loop.interrupted import InterruptedRound
 
 __all__ = ["CandidateRecord", "RoundRecord", "OptimizationResult"]
 
@@ -190,7 +193,7 @@ class OptimizationResult:
     storage: str | None = None
     trials: dict[str, int] = field(default_factory=dict)
     verdicts: list[dict[str, Any]] = field(default_factory=list)
-    interrupted: dict[str, Any] | None = None  # the round the budget cut short, as far as it got
+    interrupted: InterruptedRound | None = None  # the round the budget cut short, as far as it got
 
     @property
     def best_val(self) -> float:
@@ -225,7 +228,7 @@ class OptimizationResult:
                 "tokens": self.tokens,
                 "seconds": round(self.seconds, 2),
                 "study": {"name": self.study_name, "storage": _redact(self.storage), "trials": dict(self.trials)},
-                **({"interrupted": self.interrupted} if self.interrupted else {}),
+                **({"interrupted": self.interrupted.to_dict()} if self.interrupted is not None else {}),
             },
         }
 

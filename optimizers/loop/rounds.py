@@ -17,7 +17,6 @@ the round's plan is study attribute `round:N` (`RoundPlan`); each candidate is a
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,6 +49,7 @@ from memtrace_opt.optimizers.gates.settings import SettingsObjective, target_op
 from memtrace_opt.optimizers.loop.choice import policy_for
 from memtrace_opt.optimizers.loop.context import RoundContext
 from memtrace_opt.optimizers.loop.crew import Job
+from memtrace_opt.optimizers.loop.interrupted import InterruptedRound, RoundPhase, RoundSoFar
 from memtrace_opt.optimizers.loop.plan import RoundPlan
 from memtrace_opt.optimizers.loop.records import RoundRecord
 from memtrace_opt.optimizers.loop.selection import RoundOutcome
@@ -86,8 +86,9 @@ class RoundOutcomeFull:
 
 
 def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Sequence[CaseRef],
-          history: Sequence[RoundOutcome]) -> RoundPlan:
-    """Trace the minibatch, attribute failures, choose the target, ask the sources; record the plan."""
+          history: Sequence[RoundOutcome], so_far: RoundSoFar) -> RoundPlan:
+    """Trace the minibatch, attribute failures, choose the target, ask the sources; record the plan. What each step
+    finds goes into `so_far` as it ends, so a round the budget cuts short keeps it."""
     progress.stage(f"round {number}: plan (trace, attribute)")
     evaluation = ctx.evaluator.evaluate(program, minibatch)
     if ctx.routing is not None:
@@ -102,15 +103,16 @@ def _plan(ctx: RoundContext, number: int, program: dspy.Module, minibatch: Seque
         )
     targets = _targets(ctx, program, blame)
     chosen = ctx.selector.select(targets, history)
+    not_fixable = {op: n for op, n in blame.not_fixable.items() if op not in targets}
+    so_far.blame_counts, so_far.not_fixable, so_far.chosen_predictor = dict(targets), dict(not_fixable), chosen
     instructions = instructions_of(program)
     proposed = _Proposed()
     if chosen is not None and not ctx.budget.exhausted():
-        proposed = _propose(ctx, number, program, chosen, evaluation, blame)
+        proposed = _propose(ctx, number, program, chosen, evaluation, blame, so_far)
     candidates, repairs, local_set = proposed.candidates, proposed.repairs, proposed.local_set
     plan = RoundPlan(
         round=number, minibatch=tuple(case.case_id for case in minibatch), minibatch_score=evaluation.accuracy,
-        minibatch_ops=predictor_ops(evaluation), blame_counts=targets,
-        not_fixable={op: n for op, n in blame.not_fixable.items() if op not in targets},
+        minibatch_ops=predictor_ops(evaluation), blame_counts=targets, not_fixable=not_fixable,
         chosen_predictor=chosen, previous_instruction=instructions.get(chosen) if chosen else None,
         candidates=tuple(candidates), evidence=proposed.evidence,
         verdicts=tuple({**v.to_dict(), "round": number} for v in blame.verdicts),
@@ -151,9 +153,9 @@ def _targets(ctx: RoundContext, program: dspy.Module, blame: Blame) -> dict[str,
 
 
 def _propose(ctx: RoundContext, number: int, program: dspy.Module, chosen: str, evaluation: EvalResult,
-             blame: Blame) -> _Proposed:
+             blame: Blame, so_far: RoundSoFar) -> _Proposed:
     """The candidates for `chosen`: for a predictor, its repairs, evidence, local set and every source's
-    proposals; for an op without a prompt, its settings alone."""
+    proposals; for an op without a prompt, its settings alone. `so_far` follows the steps."""
     out = _Proposed()
     left_out = ctx.left_out(number, blame.verdicts)  # GoldError cases: no training signal
     objective = _settings_objective(ctx, number, program, chosen, left_out)
@@ -162,25 +164,32 @@ def _propose(ctx: RoundContext, number: int, program: dspy.Module, chosen: str, 
         request = SourceRequest(number, program, chosen, ProposalEvidence(chosen, chosen, ""), evaluation,
                                 ctx.evaluator.memo, 0, earlier, (), None, objective)
         progress.stage(f"round {number}: settings")
+        so_far.phase = RoundPhase.PROPOSALS
         out.candidates = [c for source in ctx.sources if isinstance(source, SettingsSource)
                           for c in source.propose(request, [])]
         return out
     if ctx.repairs > 0:
         progress.stage(f"round {number}: repairs")
+        so_far.phase = RoundPhase.REPAIRS
         out.repairs = confirmed_repairs(program, chosen, evaluation, blame, ctx.evaluator, max_repairs=ctx.repairs,
                                         config=ctx.attribution_config)
+        so_far.repairs = out.repairs.counts.to_dict()
     evidence = build_evidence(chosen, instructions_of(program), evaluation, blame, ctx.evaluator.memo,
                               max_cases=ctx.proposal.evidence_cases)
     evidence = evidence.with_targets({r.case_id: r.target() for r in out.repairs.repairs})
     out.evidence = describe(evidence)
+    so_far.findings = [dict(f) for f in out.evidence.get("findings") or []]
     if ctx.local_check:
         out.checks = local_cases(chosen, evaluation, blame, ctx.evaluator.memo, max_cases=ctx.proposal.evidence_cases,
                                  targets={r.case_id: r.added for r in out.repairs.repairs})
     if ctx.local is not None:
+        so_far.phase = RoundPhase.LOCAL_SET
         out.local_set = _local_set(ctx, number, program, chosen, out.repairs, left_out)
+        so_far.local_set = out.local_set.summary()
     request = SourceRequest(number, program, chosen, evidence, evaluation, ctx.evaluator.memo,
                             ctx.proposal.candidates, earlier, tuple(out.repairs.repairs), out.local_set, objective)
     progress.stage(f"round {number}: proposals")
+    so_far.phase = RoundPhase.PROPOSALS
     candidates: list[Candidate] = []
     for source in ctx.sources:
         candidates += source.propose(request, candidates)
@@ -270,23 +279,28 @@ def shared_job(ctx: RoundContext, number: int, program: dspy.Module, current_val
 
 
 def run_round(ctx: RoundContext, number: int, program: dspy.Module, current_val: float,
-              minibatch: Sequence[CaseRef], history: Sequence[RoundOutcome]) -> RoundOutcomeFull:
-    """Run (or resume) round `number` from `program` whose valset accuracy is `current_val`."""
-    spent_before, started = ctx.budget.spent(), time.perf_counter()
+              minibatch: Sequence[CaseRef], history: Sequence[RoundOutcome],
+              so_far: RoundSoFar | None = None) -> RoundOutcomeFull:
+    """Run (or resume) round `number` from `program` whose valset accuracy is `current_val`; `so_far` (the caller's,
+    to read when the budget cuts the round short: `interrupted_round`) follows its steps."""
+    so_far = so_far or RoundSoFar(number, ctx.budget.spent())
     plan = ctx.plan(number)
     if plan is None:
-        plan = _plan(ctx, number, program, minibatch, history)
+        plan = _plan(ctx, number, program, minibatch, history, so_far)
     else:
         minibatch = _planned_minibatch(plan, minibatch)
+    local_set = LocalSet.from_dict(plan.local_set).summary() if plan.local_set else None
+    so_far.planned(plan, local_set)
     tested = RoundTrials(ctx, plan, program, current_val, minibatch).run(policy_for)
+    if tested.cut_in is not None:
+        so_far.phase = tested.cut_in
     new_program = tested.taken.apply(program) if tested.taken is not None else program
     record = RoundRecord(
         round=number, blame_counts=dict(plan.blame_counts), not_fixable=dict(plan.not_fixable),
         chosen_predictor=plan.chosen_predictor, previous_instruction=plan.previous_instruction,
         candidates=tested.records, accepted=tested.taken is not None, val_accuracy=tested.val,
-        lm_calls=ctx.budget.spent() - spent_before, seconds=time.perf_counter() - started, findings=plan.findings,
-        repairs=dict(plan.repair_counts) or None,
-        local_set=LocalSet.from_dict(plan.local_set).summary() if plan.local_set else None,
+        lm_calls=ctx.budget.spent() - so_far.calls_before, seconds=so_far.seconds(), findings=plan.findings,
+        repairs=dict(plan.repair_counts) or None, local_set=local_set,
         settings_changed={name: [before, after] for name, (before, after) in
                           changed_settings(program.config, dict(tested.taken.settings)).items()}
         if tested.taken is not None and tested.taken.sets_settings else None,
@@ -307,13 +321,15 @@ def round_trials(ctx: RoundContext, number: int, program: dspy.Module, current_v
     return None if plan is None else RoundTrials(ctx, plan, program, current_val, _planned_minibatch(plan, minibatch))
 
 
-def interrupted_round(ledger: StudyLedger, number: int, program: dspy.Module, why: str) -> dict[str, Any]:
-    """How far round `number` (started from `program`) got before the budget cut it short: its plan, if it was
-    recorded, and the minibatch score of each candidate evaluated (None for the others)."""
+def interrupted_round(ledger: StudyLedger, so_far: RoundSoFar, program: dspy.Module, why: str,
+                      lm_calls: int) -> InterruptedRound:
+    """How far round `so_far.round` (started from `program`) got before the budget cut it short, `lm_calls` into
+    it: what `so_far` reached, and once its plan is recorded the minibatch score of each candidate evaluated (None
+    for the others)."""
+    number = so_far.round
     stored = ledger.get(f"round:{number}")
     if stored is None:
-        return {"round": number, "chosen_predictor": None, "blame_counts": {}, "candidates": [],
-                "why": f"{why}, before its proposals were recorded (tracing, attributing or proposing)"}
+        return InterruptedRound.of(so_far, why, lm_calls)
     plan = RoundPlan.from_dict(stored)
     parent = instructions_digest(instructions_of(program))
     candidates = []
@@ -328,5 +344,4 @@ def interrupted_round(ledger: StudyLedger, number: int, program: dspy.Module, wh
         if attrs.get("local_rejected"):
             entry["why"] = attrs.get("why", "")
         candidates.append(entry)
-    return {"round": number, "chosen_predictor": plan.chosen_predictor, "blame_counts": dict(plan.blame_counts),
-            "candidates": candidates, "why": why}
+    return InterruptedRound.of(so_far, why, lm_calls, candidates)

@@ -20,7 +20,8 @@ Examples are `make_examples(...)` examples (inputs `conversation`, `question`); 
    it improves the valset accuracy (by the better valset score when both do).
 5. The stop policy (`stop.py`): after `patience` rounds without an accepted change, `rounds`, when the LM-call
    `budget` (task, reflection and attributor calls) is spent, or after `time_budget` seconds of wall time (the baseline always
-   completes; a round cut short by the budget is not recorded, and resumes with a larger budget).
+   completes; a round cut short by the budget is not among the rounds, and resumes with a larger budget; what it
+   had found by then is the result's `interrupted`, `interrupted.py`).
 Invariant: an accepted step changes the prompt (instruction, or demos) of exactly one predictor (asserted).
 """
 
@@ -60,6 +61,7 @@ from memtrace_opt.optimizers.evaluation.usage import counting
 from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule
 from memtrace_opt.optimizers.loop.context import RoundContext
 from memtrace_opt.optimizers.loop.crew import Crew, Job, conversation_share, conversations, joined_accuracy
+from memtrace_opt.optimizers.loop.interrupted import InterruptedRound, RoundSoFar
 from memtrace_opt.optimizers.loop.records import OptimizationResult, RoundRecord
 from memtrace_opt.optimizers.loop.rounds import (
     interrupted_round,
@@ -272,7 +274,8 @@ class MemTraceOptimizer(Teleprompter):
             stopped = told(f"stopped:{number}")
             if stopped is not None:
                 progress.reason = StopReason(stopped["reason"])
-                progress.interrupted = stopped.get("interrupted")
+                cut = stopped.get("interrupted")
+                progress.interrupted = InterruptedRound.from_dict(cut) if cut else None
                 return False
             with crew.lead(phase) as lead:
                 if lead is not None:
@@ -301,7 +304,8 @@ class MemTraceOptimizer(Teleprompter):
         record = self._new_round(session, progress, number)
         if record is None:
             reason = (progress.reason or StopReason.MAX_ROUNDS).value
-            ledger.put(f"stopped:{number}", {"reason": reason, "interrupted": progress.interrupted, "at": time.time()})
+            cut = progress.interrupted.to_dict() if progress.interrupted is not None else None
+            ledger.put(f"stopped:{number}", {"reason": reason, "interrupted": cut, "at": time.time()})
             return False
         going = self._after(session, progress, record)
         ledger.put(f"next:{number}", {"reason": progress.reason.value if progress.reason else "", "at": time.time()})
@@ -413,14 +417,16 @@ class MemTraceOptimizer(Teleprompter):
         if progress.reason is not None:
             return None
         before = progress.program
+        so_far = RoundSoFar(number, budget.spent())  # what the round learns, kept if the budget cuts it short
         try:
             outcome = run_round(session.ctx, number, before, progress.current_val,
-                                self._minibatch(session.order, number), progress.history)
+                                self._minibatch(session.order, number), progress.history, so_far)
         except BudgetExhausted as spent:
-            log.info("round %d stopped: %s", number, spent)
+            log.info("round %d stopped in its %s: %s", number, so_far.phase.value, spent)
             session.checkpoint()
             progress.reason = StopReason.spent(budget)
-            progress.interrupted = interrupted_round(ledger, number, before, f"cut short: {spent}")
+            progress.interrupted = interrupted_round(ledger, so_far, before, f"cut short: {spent}",
+                                                     budget.spent() - so_far.calls_before)
             return None
         record, progress.program, progress.cut = outcome.record, outcome.program, outcome.cut
         progress.verdicts.extend(outcome.verdicts)
@@ -428,7 +434,8 @@ class MemTraceOptimizer(Teleprompter):
             session.checkpoint()
             progress.reason = StopReason.spent(budget)
             why = budget.why_spent() or f"{budget.left()} LM calls left, too few to validate another candidate"
-            progress.interrupted = interrupted_round(ledger, number, before, f"cut short: {why}")
+            progress.interrupted = interrupted_round(ledger, so_far, before, f"cut short: {why}",
+                                                     budget.spent() - so_far.calls_before)
             return None
         record = replace(record, lm_calls_total=session.calls_total())
         if record.accepted:
@@ -511,5 +518,5 @@ class _Progress:
     history: list[RoundOutcome] = field(default_factory=list)
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     reason: StopReason | None = None
-    interrupted: dict[str, Any] | None = None
+    interrupted: InterruptedRound | None = None
     cut: bool = False  # the last round ran out of calls among its candidates

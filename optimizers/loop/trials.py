@@ -11,7 +11,8 @@ sharing the study) and records each result in the study; the policy decides what
 
 A candidate the calls left cannot carry is not started; one that passed its ranking objective but cannot be
 validated stays unfinished in the study (`cut`), and a resumed run validates it from its recorded score. A job
-the budget stopped is a `TrialOutcome` with `cut`: the round then stops where it stands (`RoundTested.cut`).
+the budget stopped is a `TrialOutcome` with `cut`: the round then stops where it stands (`RoundTested.cut`, and
+`cut_in`: scoring the candidates or validating them, the phase the first cut came in).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from memtrace_opt.optimizers.gates.settings import SettingsGate, SettingsObjecti
 from memtrace_opt.optimizers.gates.validation import ValidationGate
 from memtrace_opt.optimizers.loop.context import RoundContext
 from memtrace_opt.optimizers.loop.crew import Job, conversation_share, conversations, joined_accuracy
+from memtrace_opt.optimizers.loop.interrupted import RoundPhase
 from memtrace_opt.optimizers.loop.outcome import Share, TrialOutcome
 from memtrace_opt.optimizers.loop.plan import RoundPlan, calls_to_rerun
 from memtrace_opt.optimizers.loop.records import CandidateRecord
@@ -109,12 +111,13 @@ class Trial:
 @dataclass
 class RoundTested:
     """The candidates' records, the one taken (None: the round changed nothing), the valset accuracy after the
-    round and whether the budget cut it short."""
+    round, whether the budget cut it short and in which phase (None: it was not cut)."""
 
     records: list[CandidateRecord]
     taken: Candidate | None
     val: float
     cut: bool
+    cut_in: RoundPhase | None = None
 
 
 class ChoicePolicy(Protocol):
@@ -157,6 +160,8 @@ class RoundTrials:
         self.trials: list[Trial] = []
         self.validated: dict[str, TrialOutcome] = {}  # validations run ahead of the choice, by job key
         self.cut = False
+        self.phase = RoundPhase.CANDIDATES  # where the round is: scoring candidates, or validating them
+        self.cut_in: RoundPhase | None = None  # the phase the budget first cut it in
         self.stack = contextlib.ExitStack()
 
     def run(self, policy: Callable[[RoundTrials], ChoicePolicy]) -> RoundTested:
@@ -169,7 +174,12 @@ class RoundTrials:
                 trial.close()
             records = [trial.record() for trial in self.trials] + [t.record() for t in extra]
         val = self.current_val if taken is None or taken.val is None else float(taken.val)
-        return RoundTested(records, None if taken is None else taken.candidate, val, self.cut)
+        return RoundTested(records, None if taken is None else taken.candidate, val, self.cut, self.cut_in)
+
+    def cut_short(self) -> None:
+        """The budget stopped (or would not start) work of the round: it stops where it stands, cut in `phase`."""
+        self.cut = True
+        self.cut_in = self.cut_in or self.phase
 
     # scoring the plan's candidates --------------------------------------------------------------------------
     def score_candidates(self, kind: str, per_candidate: int) -> None:
@@ -177,6 +187,7 @@ class RoundTrials:
         the local objective) as jobs, as many as the calls left carry (each `per_candidate` calls and a
         validation after); candidates a run before this one scored are restored. Fills `trials`."""
         ctx = self.ctx
+        self.phase = RoundPhase.CANDIDATES
         jobs: list[Job] = []
         pending: list[Trial] = []
         for i, candidate in enumerate(self.plan.candidates):
@@ -191,7 +202,7 @@ class RoundTrials:
                 # validating the candidates scored so far, and the round resumes with a larger budget
                 log.info("round %d: candidates from %d on not evaluated: %s LM calls left, at least %d needed",
                          self.number, i + 1, ctx.budget.left(), per_candidate + self.val_calls)
-                self.cut = True
+                self.cut_short()
                 break
             trial = self.open_trial(Trial(i + 1, candidate, key, parts=(i,)))
             if prior is not None:
@@ -204,7 +215,8 @@ class RoundTrials:
         def done(key: str, result: dict[str, Any]) -> None:  # recorded at once: a killed run keeps it
             scored, outcome = by_key[key], TrialOutcome.from_dict(result)
             if outcome.cut:
-                scored.decision, self.cut = Decision.of(Status.NOT_VALIDATED, "not scored: {why}", why=outcome.cut), True
+                scored.decision = Decision.of(Status.NOT_VALIDATED, "not scored: {why}", why=outcome.cut)
+                self.cut_short()
             else:
                 self.record_outcome(scored, outcome)
 
@@ -361,6 +373,7 @@ class RoundTrials:
         Only where the work is shared: alone, each validation runs when the choice comes to it."""
         if not self.runner.shared:
             return
+        self.phase = RoundPhase.VALIDATION
         ctx, cost = self.ctx, 0
         jobs: list[Job] = []
         for trial in wanted:
@@ -379,6 +392,7 @@ class RoundTrials:
     def valset_score(self, key: str, indices: Sequence[int], calls: int) -> TrialOutcome | Decision:
         """The candidate's validation (its score, the calls it `replayed`, the `worker` that ran it), or the
         decision not to validate it (fewer than `calls` LM calls left, or the budget stopped it)."""
+        self.phase = RoundPhase.VALIDATION
         result = self.joined(key, self.validated)
         if result is None:
             refused = self.validation_gate.unaffordable(calls)
@@ -396,7 +410,8 @@ class RoundTrials:
         """`trial` through the validation gate, or marked cut when the calls left cannot take it there."""
         got = self.valset_score(trial.key, [trial.number - 1], self.val_calls)
         if isinstance(got, Decision):
-            trial.decision, trial.cut, self.cut = got, True, True
+            trial.decision, trial.cut = got, True
+            self.cut_short()
             return
         assert got.val is not None
         trial.val, trial.replayed["val"] = got.val, dict(got.replayed)

@@ -234,7 +234,7 @@ def test_a_shared_run_cut_by_its_budget_resumes_with_a_larger_one(tmp_path, plan
         return opt.result
 
     first = run(30)
-    assert first.stop_reason == "budget" and not first.rounds and first.interrupted["round"] == 1
+    assert first.stop_reason == "budget" and not first.rounds and first.interrupted and first.interrupted.round == 1
     second = run(None)
     assert [r.round for r in second.rounds] == [1, 2, 3] and second.rounds[0].accepted
     again = run(None)  # every round decided by the runs before: applied from the study, no LM call

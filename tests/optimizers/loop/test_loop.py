@@ -132,6 +132,9 @@ def test_time_budget_stops_after_the_baseline(fake_models, planted, examples):
 
 def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, planted, examples):
     models, _ = fake_models
+    whole = optimizer(models, rounds=1)
+    whole.compile(planted, trainset=examples, valset=examples)
+    baseline_calls = whole.result.rounds[0].lm_calls_total - whole.result.rounds[0].lm_calls
     opt = optimizer(models, rounds=6, budget=27, demos=0, local_objective=False, settings=False)  # ends while round 1 validates
     opt.compile(planted, trainset=examples, valset=examples)
     result = opt.result
@@ -139,6 +142,7 @@ def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, plant
     cut = result.manifest_part()["optimizer"]["interrupted"]
     assert cut["round"] == 1 and cut["chosen_predictor"] == EXTRACT and cut["blame_counts"][EXTRACT] >= 1
     assert cut["why"].startswith("cut short: LM-call budget of 27")
+    assert cut["phase"] == "validation" and cut["not_fixable"] == {} and 0 < cut["lm_calls"] <= 27 - baseline_calls
     by_text = {c["instruction"]: c for c in cut["candidates"]}
     assert by_text[FIXED]["minibatch_score"] > 0.5 and by_text[FIXED]["local"]["fixed"] >= 1
     useless = by_text["Write short notes about the people. Skip anything about time."]
@@ -149,7 +153,8 @@ def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, plant
                                                                       budget=13), attribution="graphtrace")
     opt.compile(planted, trainset=examples, valset=examples)
     cut = opt.result.manifest_part()["optimizer"]["interrupted"]
-    assert cut["chosen_predictor"] is None and "before its proposals were recorded" in cut["why"]
+    assert cut["chosen_predictor"] is None and cut["phase"] == "plan" and cut["candidates"] == []
+    assert "blame_counts" not in cut and "repairs" not in cut and cut["lm_calls"] >= 1  # spent before the cut
     opt = optimizer(models, rounds=1)  # a run the budget did not cut records none, and times its rounds
     opt.compile(planted, trainset=examples, valset=examples)
     assert "interrupted" not in opt.result.manifest_part()["optimizer"]
