@@ -338,11 +338,16 @@ def _manifest(optimize: bool) -> dict[str, Any]:
         manifest["baseline"] = {"val_accuracy": 0.30}
         manifest["optimizer"] = {
             "name": "memtrace", "stop_reason": "budget", "best_val_accuracy": 0.36, "lm_calls": 200,
-            "interrupted": {"round": 3, "chosen_predictor": "answer.predict", "blame_counts": {"answer.predict": 2},
+            "interrupted": {"round": 3, "phase": "validation", "why": "cut short: LM-call budget of 200 spent (200 calls)",
+                            "lm_calls": 38, "seconds": 41.5, "chosen_predictor": "answer.predict",
+                            "blame_counts": {"answer.predict": 2}, "not_fixable": {"mem0.retrieve": 1}, "findings": [],
+                            "repairs": {"tried": 2, "no_repair": 1, "not_confirmed": 0, "lineage_rejected": 0,
+                                        "no_demo": 0, "kept": 1, "lm_calls": 6, "confirmed": 1},
+                            "local_set": {"predictor": "answer.predict", "role": "answers", "calls": 6, "targets": 4,
+                                          "seed_carried": 2, "excluded": {}},
                             "candidates": [{"instruction": ANSWER_INSTRUCTION + " Answer with the date itself.",
                                             "minibatch_score": 0.5},
-                                           {"instruction": "Answer in one word.", "minibatch_score": None}],
-                            "why": "cut short: LM-call budget of 200 spent (200 calls)"},
+                                           {"instruction": "Answer in one word.", "minibatch_score": None}]},
         }
         manifest["rounds"] = [
             {"round": 1, "blame_counts": {"update_decision.predict": 2, "extract_facts.predict": 1,

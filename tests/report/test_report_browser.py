@@ -76,6 +76,10 @@ def test_optimization_rounds_and_accepted_diff_render(chromium: str, report_page
         assert "DELETE only when" in _text(browser, "#optimize ins.diff-ins")
         cut = _text(browser, "#optimize .interrupted")  # the round the budget cut short, as far as it got
         assert "round 3 cut short" in cut and "minibatch 0.5" in cut and "not evaluated" in cut
+        reached = _text(browser, "#optimize .interrupted .cut-reached")  # what the cut round had done by then
+        assert "cut while validating" in reached and "38 LM calls into the round" in reached
+        assert "blamed: answer.predict ×2" in reached and "not fixable by prompts: mem0.retrieve ×1" in reached
+        assert "repairs: 2 tried, 1 confirmed" in reached and "local set: 6 calls, 4 targets, the seed carries 2" in reached
         rounds = _text(browser, "#optimize .rounds")  # round 2's local checks and its demos candidate
         assert "local: fixed 2/2, lost 0/1" in rounds and "rejected by the local check" in rounds
         assert "+1 demo" in rounds

@@ -71,6 +71,19 @@ def test_payload_lists_failed_questions_with_verdicts_views_and_rounds(demo_run:
     assert with_demos["demos"] == 1  # the page gets the count, not the worked examples
 
 
+def test_the_round_cut_short_reaches_the_page_with_what_it_had_done_and_an_older_one_without(demo_run: Path) -> None:
+    cut = build_payload(load_run(demo_run))["optimize"]["interrupted"]
+    assert cut["phase"] == "validation" and cut["lm_calls"] == 38 and cut["repairs"]["confirmed"] == 1
+    assert cut["local_set"]["targets"] == 4 and cut["not_fixable"] == {"mem0.retrieve": 1}
+    manifest = json.loads((demo_run / "manifest.json").read_text())
+    older = {k: manifest["optimizer"]["interrupted"][k] for k in ("round", "chosen_predictor", "blame_counts",
+                                                                 "candidates", "why")}
+    manifest["optimizer"]["interrupted"] = older  # as a run before the phase was kept wrote it
+    (demo_run / "manifest.json").write_text(json.dumps(manifest))
+    cut = build_payload(load_run(demo_run))["optimize"]["interrupted"]
+    assert cut["round"] == 3 and "phase" not in cut and len(cut["candidates"]) == 2
+
+
 def test_summary_reads_both_accuracy_shapes(demo_run: Path) -> None:
     manifest = json.loads((demo_run / "manifest.json").read_text())
     manifest["accuracy"] = {"overall": {"count": 7, "mean_f1": 0.25, "rule_accuracy": 0.5, "judge_accuracy": None},

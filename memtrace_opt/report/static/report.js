@@ -675,10 +675,26 @@
     tbl.appendChild(body);
     var rounds = h("div", { cls: "panel", style: "margin-top:16px" }, h("h3", { text: "Rounds" }), tbl);
     var cut = O.interrupted;
+    function cutParts(c) {  // what the cut round had done: each part of its plan it reached (older runs: none)
+      var CUT_WHILE = { plan: "tracing and attributing", repairs: "repairing", "local set": "building the local set",
+        proposals: "proposing", candidates: "scoring candidates", validation: "validating" };
+      function counts(m) { return Object.keys(m).map(function (k) { return k + " ×" + m[k]; }).join(", "); }
+      var parts = [];
+      if (c.phase) parts.push(plain("cut while " + (CUT_WHILE[c.phase] || c.phase)));
+      if (c.seconds !== undefined && c.seconds !== null) parts.push(plain(secs(c.seconds) + ", " + num(c.lm_calls) + " LM calls into the round"));
+      if (c.blame_counts && c.phase) parts.push(plain("blamed: " + (counts(c.blame_counts) || "nothing")));
+      if (c.not_fixable && Object.keys(c.not_fixable).length) parts.push(plain("not fixable by prompts: " + counts(c.not_fixable)));
+      if (c.findings && c.findings.length) parts.push(plain("findings: " + c.findings.map(function (f) { return f.pattern; }).join(", ")));
+      if (c.repairs) parts.push(plain("repairs: " + (c.repairs.tried || 0) + " tried, " + (c.repairs.confirmed || 0) + " confirmed"));
+      if (c.local_set) parts.push(plain("local set: " + c.local_set.calls + " calls, " + c.local_set.targets + " targets, the seed carries " + c.local_set.seed_carried));
+      return parts;
+    }
     if (cut) {
+      var reached = cutParts(cut);
       rounds.appendChild(h("div", { cls: "interrupted", style: "margin-top:12px" },
         h("div", { cls: "row" }, plain("round " + cut.round + " cut short", "no"),
           h("span", { cls: "mono", text: cut.chosen_predictor || "–" }), h("span", { cls: "meta", text: cut.why || "" })),
+        reached.length ? h("div", { cls: "row cut-reached" }, reached) : null,
         (cut.candidates || []).map(function (cd, i) {
           return h("div", { cls: "cand-row" },
             h("div", { cls: "row" }, plain("#" + (i + 1)),
