@@ -11,7 +11,8 @@
 
 Every step that costs LM calls is recorded in the study before the next begins, so a killed round resumes:
 the round's plan is study attribute `round:N` (`RoundPlan`); each candidate is a trial keyed by
-`Candidate.key`; the outcome is `round_done:N` (`RoundRecord`).
+`Candidate.key`; the outcome is `round_done:N` (`RoundRecord`). Until its plan is recorded, what each step found is
+in the round's `RoundSoFar`, so a round the budget cuts short keeps it (`interrupted.py`).
 """
 
 from __future__ import annotations
