@@ -207,6 +207,7 @@ def run_baseline(
         except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row in the table, not the end
             log.exception("%s failed", name)
             error = f"{type(exc).__name__}: {exc}"
+    stopped = stopped or (error is None and limit.exhausted())  # an optimizer that caught the stop itself
     optimized = unwrap_memory(result) if isinstance(result, (MemoryQA, MemoryProgram)) else memory
     return BaselineRun(
         name=name, program=optimized, lm_calls=limit.spent(), tokens=limit.tokens(),

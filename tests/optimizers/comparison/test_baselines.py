@@ -23,3 +23,12 @@ def test_gepa_finds_the_fix_within_budget(fake_models, planted, examples):
     run = run_baseline("gepa", planted, examples[:6], examples[6:], models=models, budget=60)
     fixed = dict(run.program.named_predictors())["extract_facts.predict"].signature.instructions
     assert "date" in fixed.lower()
+
+
+def test_a_search_that_catches_the_budget_stop_itself_is_still_reported_as_stopped(fake_models, planted, examples):
+    """optuna_blind ends its own trials when the budget runs out and returns its best program; the row must still say
+    the budget stopped it."""
+    models, _ = fake_models
+    run = run_baseline("optuna_blind", planted, examples[:6], examples[6:], models=models, budget=8)
+    assert run.error is None and run.lm_calls >= 8
+    assert run.stopped_by_budget
