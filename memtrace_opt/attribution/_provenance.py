@@ -14,22 +14,21 @@ With no evidence turn in the graph there is nothing to trace from, and every par
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memtrace_opt.attribution._evidence import Evidence
 from memtrace_opt.attribution._graph import GraphView, refs_in, value_parts, value_text
+from memtrace_opt.tracing._content import MIN_TOKENS, tokens
 
 __all__ = ["Provenance"]
 
-_WORD = re.compile(r"\w+")
-_MIN_WORDS = 4  # a shorter source text could be found in an item by chance
 
-
-def _words(text: str) -> str:
-    return " " + " ".join(_WORD.findall(text.lower())) + " "
+def _joined(words: list[str]) -> str:
+    """Word tokens (`tracing._content.tokens`) joined for a substring test, as content lineage matches a copied
+    text."""
+    return f" {' '.join(words)} "
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class Provenance:
 
     view: GraphView
     turns: frozenset[str]
-    _words: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    _source_text: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, view: GraphView, evidence: Evidence) -> Provenance:
@@ -106,12 +105,13 @@ class Provenance:
         return list(found)
 
     def _source_words(self, node: str) -> str:
-        found = self._words.get(node)
+        found = self._source_text.get(node)
         if found is None:
             view = self.view
             text = view.turn_text(node) if view.is_turn(node) else value_text(view.attrs(node).get("value"))
-            found = _words(text) if len(_WORD.findall(text)) >= _MIN_WORDS else ""
-            self._words[node] = found
+            words = tokens(text)
+            found = _joined(words) if len(words) >= MIN_TOKENS else ""
+            self._source_text[node] = found
         return found
 
     def _value_parts(self, value: Any, lineage: frozenset[str], sources: Sequence[str] = ()) -> list[str]:
@@ -132,7 +132,7 @@ class Provenance:
         named = [ref for ref in refs_in(item) if not ref.startswith("q:")]
         if not named:
             if sources:
-                words = _words(text)
+                words = _joined(tokens(text))
                 held = [s for s in sources if (w := self._source_words(s)) and w in words]
                 if held:
                     return frozenset().union(*(self.view.lineage(s) for s in held))
