@@ -14,7 +14,7 @@ evidence turns) and the store-action helpers (`action_field`,
 `action_unit`) that the optimizer's evidence and the benchmark's fault injection share.
 """
 
-from memtrace_opt.attribution._evidence import Evidence, NeededInfo, find_evidence
+from memtrace_opt.attribution._evidence import Evidence, NeededInfo, find_evidence, split_evidence_ids
 from memtrace_opt.attribution._flow import Flow
 from memtrace_opt.attribution._gold import AnswerJudge, LMAnswerJudge
 from memtrace_opt.attribution._graph import (
@@ -99,6 +99,7 @@ __all__ = [
     "error_type_for_role",
     "failed_cases",
     "find_evidence",
+    "split_evidence_ids",
     "get_attributor",
     "load_case_graph",
     "make_verdict",

@@ -24,7 +24,8 @@ from memtrace_opt.memory.index import rank_texts
 from memtrace_opt.metrics._porter import porter_stem
 from memtrace_opt.metrics.words import CALENDAR_WORDS, FACT_STOP_WORDS, PERSONAL_PRONOUNS, RELATIVE_TIME_WORDS
 
-__all__ = ["Evidence", "NeededInfo", "content_tokens", "find_evidence", "needed_info", "pseudo_evidence", "speakers"]
+__all__ = ["Evidence", "NeededInfo", "content_tokens", "find_evidence", "needed_info", "pseudo_evidence",
+           "speakers", "split_evidence_ids"]
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -208,6 +209,11 @@ def pseudo_evidence(
 _ID_SPLIT = re.compile(r"[;,\s]+")  # a few LoCoMo evidence ids hold several ids ("D8:6; D9:17")
 
 
+def split_evidence_ids(ids: Sequence[str]) -> list[str]:
+    """The dialogue ids of a question's evidence, an entry that holds several ("D8:6; D9:17") split."""
+    return [part for e in ids for part in _ID_SPLIT.split(str(e)) if part]
+
+
 def find_evidence(
     view: GraphView,
     evidence_ids: Sequence[str],
@@ -219,7 +225,7 @@ def find_evidence(
     embedder: str = "minilm",
 ) -> Evidence:
     """Gold evidence turns present in the graph, else pseudo-evidence for question + gold answer."""
-    ids = [part for e in evidence_ids for part in _ID_SPLIT.split(str(e)) if part]
+    ids = split_evidence_ids(evidence_ids)
     gold_turns = tuple(dict.fromkeys(f"turn:{e}" for e in ids if f"turn:{e}" in view.graph))
     if gold_turns:
         return Evidence(gold_turns, "gold", gold_turns)

@@ -30,7 +30,7 @@ from typing import Any
 
 import dspy
 
-from memtrace_opt.attribution import GraphView, NeededInfo, Provenance, find_evidence
+from memtrace_opt.attribution import GraphView, NeededInfo, Provenance, find_evidence, split_evidence_ids
 from memtrace_opt.data import Conversation
 from memtrace_opt.memory import LMOperation, Operation, OpRole, role_for_name
 from memtrace_opt.memory.values import to_jsonable
@@ -169,7 +169,7 @@ class SettingsObjective:
         op = target_op(seed, target)
         self.op_name = op.op_name if op is not None else target
         self.role = _role(op)
-        self.evidence = {part for case in self.trainset for e in case.question.evidence for part in str(e).replace(";", " ").split()}
+        self.evidence = {dia for case in self.trainset for dia in split_evidence_ids(case.question.evidence)}
         self._seed: tuple[dict[str, bool], Cost] | None = None
         self.seed_program = seed
 
