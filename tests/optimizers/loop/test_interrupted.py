@@ -88,15 +88,20 @@ def test_a_time_budget_spent_while_proposing_keeps_the_blame_the_repairs_and_the
     assert f"local set {local['calls']} calls / {local['targets']} targets, seed carries {local['seed_carried']}" in line
 
 
+def run_out_before(monkeypatch, clock, step: str) -> None:
+    """The clock runs out as the round calls `rounds.<step>`; the step itself still runs."""
+    real = getattr(rounds, step)
+
+    def run_out_then_step(*args, **kwargs):
+        clock.run_out()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rounds, step, run_out_then_step)
+
+
 def test_a_time_budget_spent_while_repairing_keeps_the_blame_and_the_chosen_predictor(planted, examples, clock,
                                                                                         monkeypatch):
-    repair = rounds.confirmed_repairs
-
-    def run_out_then_repair(*args, **kwargs):
-        clock.run_out()
-        return repair(*args, **kwargs)
-
-    monkeypatch.setattr(rounds, "confirmed_repairs", run_out_then_repair)
+    run_out_before(monkeypatch, clock, "confirmed_repairs")
     models, engine = make_models()
     opt = loop(models)
     opt.compile(planted, trainset=examples, valset=examples)
@@ -127,13 +132,7 @@ def test_an_lm_budget_spent_while_proposing_is_cut_there_too(planted, examples):
 
 
 def test_a_cut_before_attribution_ends_records_what_it_has(planted, examples, clock, monkeypatch):
-    attribute = rounds.attribute_failures
-
-    def run_out_then_attribute(*args, **kwargs):
-        clock.run_out()
-        return attribute(*args, **kwargs)
-
-    monkeypatch.setattr(rounds, "attribute_failures", run_out_then_attribute)
+    run_out_before(monkeypatch, clock, "attribute_failures")
     models, _ = make_models()
     opt = MemTraceOptimizer.from_models(models, attribution="graphtrace", settings=LoopSettings.of(
         rounds=2, candidates=2, minibatch=4, time_budget=HOUR))  # graphtrace asks the attributor LM
