@@ -112,8 +112,13 @@ def _lineage(run: RunArtifacts) -> dict[str, Any]:
 
 # failed questions ----------------------------------------------------------------------------------------
 def _verdict(v: dict[str, Any]) -> dict[str, Any]:
-    return {key: v.get(key) for key in ("method", "error_type", "op_id", "op", "predictor", "reason", "confidence",
-                                        "cost", "error")}
+    """What the page shows of a verdict line: its fields, whether a replay confirmed it (None: none tested it) and
+    how many replays were run for it (their LM use is in `cost.replay_*`)."""
+    kept = {key: v.get(key) for key in ("method", "error_type", "op_id", "op", "predictor", "reason", "confidence",
+                                        "cost", "error", "confirmed")}
+    replays = v.get("replays")
+    kept["replays"] = len(replays) if isinstance(replays, list) else 0
+    return kept
 
 
 def _primary(verdicts: list[dict[str, Any]]) -> dict[str, Any] | None:

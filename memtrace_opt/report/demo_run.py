@@ -67,7 +67,8 @@ SESSIONS: list[tuple[str, list[tuple[str, str]]]] = [
     ]),
 ]
 
-# (qid, category, question, gold, prediction, evidence, correct, verdict or None)
+# (qid, category, question, gold, prediction, evidence, correct, verdict or None, and where a replay tested the
+# verdict its answer and whether it was right)
 QUESTIONS: list[dict[str, Any]] = [
     {"qid": "demo-q1", "category": "single_hop", "question": "What did Odalys research?",
      "gold": "Sailing schools", "prediction": "sailing schools", "evidence": ["D1:3"], "correct": True},
@@ -78,7 +79,7 @@ QUESTIONS: list[dict[str, Any]] = [
                "2021; no memory ever held it, so nothing downstream could recover it."},
     {"qid": "demo-q3", "category": "single_hop", "question": "Where does Odalys work?",
      "gold": "Quillfeather Bookshop", "prediction": "Not mentioned in the conversation", "evidence": ["D1:4", "D3:2"],
-     "correct": False, "blame": ("DeletionError", "decide", 2),
+     "correct": False, "blame": ("DeletionError", "decide", 2), "replay": ("Quillfeather Bookshop", True),
      "reason": "The update decision for session 3 deleted the memory 'Odalys works at the Quillfeather Bookshop' "
                "although the new fact (glassblowing classes) does not contradict it."},
     {"qid": "demo-q4", "category": "single_hop", "question": "What is the name of Teodor's cat?",
@@ -92,7 +93,7 @@ QUESTIONS: list[dict[str, Any]] = [
      "reason": "The retrieved context says Teodor plays cello; the answer op replied 'Guitar'."},
     {"qid": "demo-q6", "category": "multi_hop", "question": "How many kids does Teodor have?",
      "gold": "Two", "prediction": "One", "evidence": ["D2:3", "D2:4", "D3:4"],
-     "correct": False, "blame": ("UpdateError", "decide", 2),
+     "correct": False, "blame": ("UpdateError", "decide", 2), "replay": ("One", False),
      "reason": "The update decision merged 'youngest starts school' into the kids memory as "
                "'Teodor has one kid', overwriting the count of two."},
     {"qid": "demo-q7", "category": "open_domain", "question": "Would Odalys enjoy a <b>glassware</b> fair?",
@@ -289,9 +290,16 @@ def write_demo_run(root: str | Path, *, filler_sessions: int = 0, optimize: bool
             continue
         op_id = _blamed_op(blame, ops, answers[q["qid"]])
         node = graph.nodes[op_id]
-        verdicts.append({"case_id": case_id, "method": "llm", "error_type": blame[0], "op_id": op_id,
-                         "op": node["op"], "predictor": node["predictor"], "reason": q["reason"],
-                         "confidence": 0.8, "cost": cost, "error": None})
+        verdict = {"case_id": case_id, "method": "llm", "error_type": blame[0], "op_id": op_id,
+                   "op": node["op"], "predictor": node["predictor"], "reason": q["reason"],
+                   "confidence": 0.8, "cost": cost, "error": None}
+        if "replay" in q:  # a replay of the blamed op's repair confirmed the verdict, or did not
+            answer, saved = q["replay"]
+            verdict.update(confirmed=saved, replays=[{"op_id": op_id, "op": node["op"], "answer": answer,
+                                                      "correct": saved}],
+                           cost={**cost, "replay_calls": 6, "replay_prompt_tokens": 5400,
+                                 "replay_completion_tokens": 310})
+        verdicts.append(verdict)
     (root / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
     (root / "verdicts.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts), encoding="utf-8")
     config = {

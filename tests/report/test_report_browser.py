@@ -44,6 +44,8 @@ def test_click_a_failed_question_see_its_graph_and_the_blamed_op(chromium: str, 
         blamed = browser.evaluate("Array.from(document.querySelectorAll('#graph-svg .node.blamed')).map(g => g.dataset.node)")
         verdict_op = browser.evaluate("document.querySelector('.verdict button.linkish').dataset.node")
         assert blamed == [verdict_op]
+        assert "Confirmed by replay" in _text(browser, ".verdict .confirm")
+        assert "replays 6 LM calls, 5,710 tokens" in _text(browser, ".verdict .meta")
         assert "BLAMED" in _text(browser, "#graph-svg .node.blamed .badge")
         assert browser.evaluate("document.querySelectorAll('#graph-svg .node.evt').length") == 2  # D1:4, D3:2
         assert browser.evaluate("document.querySelectorAll('#graph-svg path.edge.p').length") > 0

@@ -49,6 +49,10 @@ def test_payload_lists_failed_questions_with_verdicts_views_and_rounds(demo_run:
     assert len(cases) == 6 and "demo-q1" not in cases  # the right answer is not a failure
     assert cases["demo-q3"]["etype"] == "DeletionError" and cases["demo-q3"]["op"] == "mem0.update_decision"
     assert cases["demo-q7"]["etype"] == "Unattributed" and cases["demo-q7"]["verdicts"][0]["error"]
+    confirmed, unconfirmed, untested = (cases[q]["verdicts"][0] for q in ("demo-q3", "demo-q6", "demo-q2"))
+    assert (confirmed["confirmed"], confirmed["replays"], confirmed["cost"]["replay_calls"]) == (True, 1, 6)
+    assert (unconfirmed["confirmed"], unconfirmed["replays"]) == (False, 1)
+    assert (untested["confirmed"], untested["replays"]) == (None, 0) and "replay_calls" not in untested["cost"]
     assert payload["error_types"]["DeletionError"] == 1 and payload["ops"]["mem0.update_decision"] == 2
     assert set(payload["views"]) == {c["id"] for c in payload["cases"]}
     described = payload["nodes"]["graphs/demo.json"]

@@ -253,7 +253,10 @@
           v.confidence !== null && v.confidence !== undefined ? plain("confidence " + num(v.confidence, 2)) : null),
         v.reason ? h("div", { cls: "reason", text: v.reason }) : null,
         v.error ? h("div", { cls: "reason", text: "Attribution failed: " + v.error }) : null,
-        h("div", { cls: "meta", text: "method " + (v.method || "?") + (v.cost ? "  ·  " + num(v.cost.lm_calls) + " LM calls, " + num((v.cost.prompt_tokens || 0) + (v.cost.completion_tokens || 0)) + " tokens, " + secs(v.cost.seconds) : "") }));
+        v.confirmed === true || v.confirmed === false ? h("div", { cls: "reason confirm", text: v.confirmed
+          ? "Confirmed by replay: repairing this op's output saved the answer."
+          : "Not confirmed: " + num(v.replays) + " replay" + (v.replays === 1 ? "" : "s") + " of a repair did not save the answer." }) : null,
+        h("div", { cls: "meta", text: "method " + (v.method || "?") + (v.cost ? "  ·  " + num(v.cost.lm_calls) + " LM calls, " + num((v.cost.prompt_tokens || 0) + (v.cost.completion_tokens || 0)) + " tokens, " + secs(v.cost.seconds) : "") + (v.cost && v.cost.replay_calls ? "  ·  replays " + num(v.cost.replay_calls) + " LM calls, " + num((v.cost.replay_prompt_tokens || 0) + (v.cost.replay_completion_tokens || 0)) + " tokens" : "") }));
       head.appendChild(box);
     });
     head.appendChild(labelForm(c));
