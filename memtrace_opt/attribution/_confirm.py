@@ -85,8 +85,7 @@ def confirm(case: FailedCase, graph: nx.MultiDiGraph, view: GraphView, flow: Flo
             note = f"unconfirmed: no replay left (at most {max_replays} a case; they went to {_ops(rejected)})"
             return _noted(current, note, replayer)
         try:
-            with asker.uncounted():
-                replay = replayer.try_repair(op, asker)
+            replay = replayer.try_repair(op, asker)
         except Exception as error:  # noqa: BLE001
             log.warning("graphtrace: replay of %s failed: %s: %s", case.case_id, type(error).__name__, error)
             return _noted(current, f"unconfirmed: the replay failed: {type(error).__name__}: {error}", replayer)

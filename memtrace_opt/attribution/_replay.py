@@ -356,13 +356,16 @@ class CaseReplayer:
         return op != self.flow.answer_op and not self.view.attrs(op).get("writes_store")
 
     def try_repair(self, op: str, asker: Asker | None = None) -> Replay | None:
-        """Replay with `op`'s outputs repaired; None when it cannot be repaired or forced (nothing is run)."""
+        """Replay with `op`'s outputs repaired; None when it cannot be repaired or forced (nothing is run). A repair
+        written by `asker`'s LM is charged to the case's budget; the replay's task-model calls are not (they are the
+        verdict's `replay_*` cost)."""
         if not self.can_repair(op):
             return None
         repaired = repair_outputs(self.view, self.flow, op, self.case, asker)
         if repaired is None:
             return None
-        answer = self._run({self.view.seq(op): repaired})
+        with asker.uncounted() if asker is not None else contextlib.nullcontext():
+            answer = self._run({self.view.seq(op): repaired})
         replay = Replay(op, self.view.op_name(op), answer or "",
                         answer is not None and self.check(self.question, answer))
         self.replays.append(replay)

@@ -187,3 +187,24 @@ def test_counterfactual_confirms_a_retrieval_fault_of_a_later_question(attributo
     assert (verdict.op, verdict.error_type, verdict.confidence) == ("mem0.retrieve", "RetrievalError", 0.95), verdict.reason
     assert verdict.op_id == search
 
+
+
+def test_a_replays_task_tokens_do_not_spend_the_cases_attributor_budget(attributor_lm) -> None:
+    """The asker's token limit is for the attributor's own questions: a replay on the task model leaves it whole,
+    in counterfactual as in graphtrace's confirmation (both go through CaseReplayer.try_repair)."""
+    from memtrace_opt.attribution._ask import Asker
+    from memtrace_opt.attribution._graph import GraphView
+    from memtrace_opt.attribution._replay import CaseReplayer
+    from memtrace_opt.attribution.lineage import case_flow
+
+    built = build("mem0", "deletion")
+    case = case_for(built.graph)
+    view = GraphView.of(built.graph)
+    context = ReplayContext(program=None, conversation=None, replay_fn=TaskReplay(lambda forced: False),
+                            lm=task_model())
+    replayer = CaseReplayer(case, built.graph, view, case_flow(view, case, CONFIG), context)
+    with dspy.context(lm=attributor_lm), Asker(max_calls=5, max_tokens=1) as asker:
+        replay = replayer.try_repair(built.op_id, asker)
+        assert replay is not None and not replay.correct
+        assert asker.tokens == 0 and asker.can_ask()
+    assert replayer.usage.calls == 1 and replayer.usage.prompt_tokens > 0
