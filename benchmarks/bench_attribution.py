@@ -47,6 +47,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +187,23 @@ def results_name(args: argparse.Namespace) -> str:
     return "results-pseudo" if args.no_gold_evidence else "results"
 
 
+def case_ticker(name: str, every: int = 5, quiet_s: float = 60.0,
+                clock: Callable[[], float] = time.monotonic) -> Callable[[str, int, int], None]:
+    """A progress line `[name] method done/total` every `every` cases, at the last, and for any case that ends
+    more than `quiet_s` seconds after the last line (a case with replays can take minutes), with its seconds."""
+    last = [clock()]
+
+    def tick(method: str, done: int, total: int) -> None:
+        now = clock()
+        slow = now - last[0] > quiet_s
+        if done == total or done % every == 0 or slow:
+            took = f" ({now - last[0]:.0f} s since the last line)" if slow else ""
+            print(f"  [{name}] {method} {done}/{total}{took}", flush=True)
+            last[0] = now
+
+    return tick
+
+
 def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save: Any) -> dict[str, Any]:
     """Every method on the chosen cases of every part; the results are saved after each method (`save`)."""
     config = AttributionConfig(embedder=args.embedder, max_lm_calls=args.max_calls, confirm=not args.no_confirm)
@@ -206,8 +224,7 @@ def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save:
             eval_bench(root, [method], lm=models.attributor, task_lm=models.task, config=config, case_ids=chosen,
                        judge=LMAnswerJudge(models.judge) if args.judge_lm else None,
                        gold_evidence=not args.no_gold_evidence,
-                       progress=lambda m, done, total, name=name: print(f"  [{name}] {m} {done}/{total}", flush=True)
-                       if done == total or done % 5 == 0 else None)
+                       progress=case_ticker(name))
             verdicts += read_verdicts(root / eval_dir(not args.no_gold_evidence) / f"{method}.jsonl")
         results["methods"][method] = score_method(method, cases, verdicts, time.time() - began)
         save(results)

@@ -182,3 +182,16 @@ def test_judge_lm_gives_the_methods_a_judge_for_their_gold_tests(tmp_path, monke
     results = json.loads((out / "results.json").read_text())
     assert results["models"]["judge"] == ("fake" if judged else None)
     assert ("judge fake" in (out / "results.md").read_text()) == judged
+
+
+def test_case_ticker_prints_every_fifth_case_the_last_and_any_slow_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from memtrace_opt.benchmarks.bench_attribution import case_ticker
+
+    now = [0.0]
+    tick = case_ticker("test", every=5, quiet_s=60.0, clock=lambda: now[0])
+    for done, at in [(1, 10.0), (2, 20.0), (3, 95.0), (4, 100.0), (5, 110.0), (6, 111.0), (7, 112.0)]:
+        now[0] = at
+        tick("graphtrace", done, 7)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["  [test] graphtrace 3/7 (95 s since the last line)", "  [test] graphtrace 5/7",
+                     "  [test] graphtrace 7/7"]
