@@ -332,6 +332,15 @@ class EmbeddedEngine:
         """The dspy.LM model name: distinct per model file, so DSPy's cache never mixes engines."""
         return f"embedded/{self.model_tag}"
 
+    @property
+    def cache_identity(self) -> str:
+        """What the reply cache keys this engine's replies by: its model file and the levers that shape a reply
+        (not those that only change its speed: the prefix cache, the threads)."""
+        levers = self.levers
+        return (f"{self.lm_name}|grammar={levers.grammar}|aligned={levers.aligned_reuse}|n_batch={levers.n_batch}"
+                f"|flash={levers.flash_attn}|items={levers.max_list_items}|chars={levers.max_string_chars}"
+                f"|n_ctx={self.n_ctx}")
+
     def prepare(self, progress: Progress | None = None) -> Path:
         """Check llama_cpp and resolve (join + verify once) the weights; returns the GGUF path."""
         require_llama_cpp()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from memtrace_opt.lm.reply_cache import ReplyCache
 from memtrace_opt.lm.roles import ROLES, ModelRoles, build_lm
 from memtrace_opt.lm.usage import RoleLM, UsageTracker
 
@@ -23,6 +24,25 @@ class Models:
         self._fake_engine = fake_engine
         self._lms: dict[str, RoleLM] = {}
         self._lock = threading.Lock()
+        self.reply_cache: ReplyCache | None = None
+        self._dspy_cache: dict[str, bool] = {}  # each role's DSPy cache flag before a reply cache was attached
+
+    def use_replies(self, cache: ReplyCache | None) -> None:
+        """Every role's LM serves requests it was sent before from `cache` and keeps new replies in it; None takes
+        the reply cache away again. DSPy's own cache is off while one is attached (its key leaves the server and
+        the engine out) and back as it was after."""
+        with self._lock:
+            self.reply_cache = cache
+            for role, lm in self._lms.items():
+                self._attach(role, lm)
+
+    def _attach(self, role: str, lm: RoleLM) -> None:
+        lm.reply_cache = self.reply_cache
+        if self.reply_cache is not None:
+            self._dspy_cache.setdefault(role, bool(lm.cache))
+            lm.cache = False
+        elif role in self._dspy_cache:
+            lm.cache = self._dspy_cache.pop(role)
 
     @classmethod
     def from_roles(cls, roles: ModelRoles, **kwargs: Any) -> Models:
@@ -34,6 +54,8 @@ class Models:
         with self._lock:
             if role not in self._lms:
                 self._lms[role] = build_lm(spec, role, usage=self.usage, fake_engine=self._fake_engine)
+                if self.reply_cache is not None:
+                    self._attach(role, self._lms[role])
             return self._lms[role]
 
     @property

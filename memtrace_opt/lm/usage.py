@@ -16,13 +16,17 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import dspy
+from dspy.utils.callback import with_callbacks
 from dspy.utils.usage_tracker import UsageTracker as DspyUsageTracker
 from rich.table import Table
+
+from memtrace_opt.lm.reply_cache import CachedReply, ReplyCache, request_key
 
 
 @dataclass(frozen=True)
 class RoleUsage:
-    """What one role's LM did. `calls` counts every call, cached or failed."""
+    """What one role's LM did. `calls` counts every call, cached or failed; `live_calls` those that reached the
+    model (not served by a cache)."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -30,6 +34,10 @@ class RoleUsage:
     seconds: float = 0.0
     cache_hits: int = 0
     failures: int = 0
+
+    @property
+    def live_calls(self) -> int:
+        return self.calls - self.cache_hits
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -109,13 +117,16 @@ class _CallCapture(DspyUsageTracker):
 class RoleLM(dspy.LM):
     """A `dspy.LM` for one model role; every call is recorded in `usage` under `role`.
 
-    A call DSPy answered from its cache reports no usage and counts as a cache hit.
+    A call DSPy answered from its cache reports no usage and counts as a cache hit. With a `reply_cache`
+    (`reply_cache.py`) a request sent before is served from it: no model is reached, the trace still sees the call.
     """
 
-    def __init__(self, model: str, *, role: str, usage: UsageTracker | None = None, **kwargs: Any) -> None:
+    def __init__(self, model: str, *, role: str, usage: UsageTracker | None = None,
+                 reply_cache: ReplyCache | None = None, **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
         self.role = role
         self.usage = usage if usage is not None else UsageTracker()
+        self.reply_cache = reply_cache  # None: every call goes to DSPy (`reply_cache.py`)
 
     def _finish(self, capture: _CallCapture, started: float, failed: bool) -> None:
         self.usage.record(
@@ -127,27 +138,83 @@ class RoleLM(dspy.LM):
             failed=failed,
         )
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        capture = _CallCapture(dspy.settings.usage_tracker)
+    def __call__(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
+        cache = self.reply_cache
+        if cache is None:
+            return self._live(prompt, messages, kwargs)
+        key = request_key(self.cache_identity, prompt, messages, {**self.kwargs, **kwargs})
+        hit = cache.get(key)
+        if hit is not None:
+            return self._served(prompt=prompt, messages=messages, _reply=hit, **kwargs)
+        capture, started = self._capture(), time.perf_counter()
+        outputs = self._live(prompt, messages, kwargs, capture)
+        cache.put(key, CachedReply(tuple(outputs or ()), capture.prompt_tokens, capture.completion_tokens,
+                                   time.perf_counter() - started))
+        return outputs
+
+    async def acall(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
+        cache = self.reply_cache
+        key = request_key(self.cache_identity, prompt, messages, {**self.kwargs, **kwargs}) if cache else ""
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None:
+            return self._served(prompt=prompt, messages=messages, _reply=hit, **kwargs)
+        capture, started, failed = self._capture(), time.perf_counter(), True
+        try:
+            with dspy.settings.context(usage_tracker=capture):
+                outputs = await super().acall(prompt, messages=messages, **kwargs)
+            failed = False
+        finally:
+            self._finish(capture, started, failed)
+        if cache is not None:
+            cache.put(key, CachedReply(tuple(outputs or ()), capture.prompt_tokens, capture.completion_tokens,
+                                       time.perf_counter() - started))
+        return outputs
+
+    def _capture(self) -> _CallCapture:
+        return _CallCapture(dspy.settings.usage_tracker)
+
+    def _live(self, prompt: Any, messages: Any, kwargs: dict[str, Any], capture: _CallCapture | None = None) -> Any:
+        """The call made by DSPy (its callbacks, its history, its own cache where on), recorded in `usage`."""
+        capture = capture or self._capture()
         started, failed = time.perf_counter(), True
         try:
             with dspy.settings.context(usage_tracker=capture):
-                result = super().__call__(*args, **kwargs)
+                result = super().__call__(prompt, messages=messages, **kwargs)
             failed = False
             return result
         finally:
             self._finish(capture, started, failed)
 
-    async def acall(self, *args: Any, **kwargs: Any) -> Any:
-        capture = _CallCapture(dspy.settings.usage_tracker)
-        started, failed = time.perf_counter(), True
-        try:
-            with dspy.settings.context(usage_tracker=capture):
-                result = await super().acall(*args, **kwargs)
-            failed = False
-            return result
-        finally:
-            self._finish(capture, started, failed)
+    @with_callbacks
+    def _served(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> list[Any]:
+        """A reply from the reply cache, as a call: the callbacks see it (a trace records it, `cached`), the
+        history holds it with the original call's tokens, and `usage` counts it as a cache hit."""
+        reply: CachedReply = kwargs.pop("_reply")
+        outputs = [dict(o) if isinstance(o, dict) else o for o in reply.outputs]
+        if not dspy.settings.disable_history:
+            self.update_history({
+                "prompt": prompt, "messages": messages, "kwargs": kwargs, "outputs": outputs, "usage": {},
+                "response": _Served({"prompt_tokens": reply.prompt_tokens,
+                                     "completion_tokens": reply.completion_tokens}),
+                "cost": None, "model": self.model, "model_type": self.model_type,
+            })
+        self.usage.record(self.role, cached=True)
+        return outputs
+
+    @property
+    def cache_identity(self) -> str:
+        """The model as it answers, for the reply cache's key: its name, its server and its engine's identity."""
+        engine = getattr(self, "_engine_spec", None)
+        identity = getattr(engine, "cache_identity", None)
+        return "|".join(str(part) for part in (self.model, self.kwargs.get("api_base") or "",
+                                               identity if isinstance(identity, str) else ""))
+
+
+@dataclass(frozen=True)
+class _Served:
+    """What a history entry's `response` holds for a reply the cache served: the original call's token usage."""
+
+    usage: dict[str, int]
 
 
 def usage_table(snapshot: dict[str, RoleUsage], title: str = "LM usage by role") -> Table:

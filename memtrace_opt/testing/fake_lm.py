@@ -146,6 +146,11 @@ class FakeEngine:
 
         return register(fn) if fn is not None else register
 
+    @property
+    def cache_identity(self) -> str:
+        """What a reply cache keys this engine's replies by (`memtrace_opt.lm.reply_cache`)."""
+        return f"fake:{self.model}"
+
     def calls_for(self, output_field: str) -> list[FakeCall]:
         with self._lock:
             return [c for c in self.calls if output_field in c.output_fields]

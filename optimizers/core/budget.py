@@ -1,9 +1,10 @@
 """The LM-call budget every optimizer runs under, so comparisons are at equal cost.
 
 A budget counts the calls the shared `UsageTracker` records for the metered roles (task and reflection by
-default; our optimizer also meters its attributor) since the budget was created. Judge calls are the metric's
-cost, the same for every optimizer, and are reported but not metered. Cache hits count: they are calls the
-optimizer made.
+default; our optimizer also meters its attributor) since the budget was created that reached the model. Judge
+calls are the metric's cost, the same for every optimizer, and are reported but not metered. A reply a cache
+served (the reply cache, `memtrace_opt.lm.reply_cache`: a request sent before, by this run or by the warm-up a
+comparison's rows share) reached no model and costs nothing; `cached()` counts them apart.
 
 `BudgetExhausted` derives from BaseException on purpose: DSPy's evaluators catch `Exception` per example and
 would score a spent budget as a wrong answer and go on; a BaseException stops the optimizer where it stands,
@@ -45,23 +46,29 @@ class LMBudget:
 
     def _delta(self, roles: Iterable[str]) -> RoleUsage:
         now = self.usage.snapshot()
-        calls = prompt = completion = 0
+        calls = prompt = completion = hits = 0
         seconds = 0.0
         for role in roles:
             after, before = now.get(role, RoleUsage()), self._start.get(role, RoleUsage())
             calls += after.calls - before.calls
+            hits += after.cache_hits - before.cache_hits
             prompt += after.prompt_tokens - before.prompt_tokens
             completion += after.completion_tokens - before.completion_tokens
             seconds += after.seconds - before.seconds
-        return RoleUsage(calls=calls, prompt_tokens=prompt, completion_tokens=completion, seconds=seconds)
+        return RoleUsage(calls=calls, prompt_tokens=prompt, completion_tokens=completion, seconds=seconds,
+                         cache_hits=hits)
 
     def spent(self) -> int:
-        """Metered LM calls made since the budget was created (by every worker sharing it)."""
+        """Metered LM calls that reached the model since the budget was created (by every worker sharing it)."""
         return self.own() + (self.others() if self.others is not None else 0)
 
     def own(self) -> int:
-        """Metered LM calls this process made since the budget was created."""
-        return self._delta(self.roles).calls
+        """Metered LM calls this process sent to the model since the budget was created."""
+        return self._delta(self.roles).live_calls
+
+    def cached(self) -> int:
+        """Metered LM calls a cache served since the budget was created (this process): no model was reached."""
+        return self._delta(self.roles).cache_hits
 
     def tokens(self) -> int:
         """Prompt + completion tokens of the metered calls."""

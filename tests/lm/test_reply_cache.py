@@ -1,0 +1,99 @@
+"""The reply cache: a reply kept by what the model was sent, served without a model call, layered and persistent."""
+
+from __future__ import annotations
+
+import dspy
+
+from memtrace_opt.lm import ModelRoles, Models
+from memtrace_opt.lm.reply_cache import CachedReply, ReplyCache, request_key
+from memtrace_opt.lm.roles import ModelSpec
+from memtrace_opt.optimizers.core.budget import LMBudget
+from memtrace_opt.tracing import LMCallEvent, trace_conversation
+
+
+class Ask(dspy.Signature):
+    """Answer in one word."""
+
+    question: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+
+
+def fake_models(cache: ReplyCache | None) -> Models:
+    models = Models(ModelRoles(task=ModelSpec("fake")))
+    models.use_replies(cache)
+    return models
+
+
+def ask(models: Models, question: str) -> str:
+    with dspy.context(lm=models.task):
+        return str(dspy.Predict(Ask)(question=question).answer)
+
+
+def test_the_same_request_is_served_once_paid_and_counted_apart():
+    models = fake_models(ReplyCache())
+    budget = LMBudget(models.usage, 10, ("task",))
+    first, second = ask(models, "Where does Tove row?"), ask(models, "Where does Tove row?")
+    assert first == second
+    usage = models.usage.snapshot()["task"]
+    assert (usage.calls, usage.cache_hits, usage.live_calls) == (2, 1, 1)
+    assert (budget.spent(), budget.cached()) == (1, 1)  # the budget counts the call that reached the model
+    ask(models, "Where does Tove sail?")
+    assert budget.spent() == 2
+
+
+def test_the_key_is_what_the_model_is_sent_never_how_it_is_sent():
+    messages = [{"role": "user", "content": "Where does Tove row?"}]
+    key = request_key("m", None, messages, {"temperature": 0.0, "max_tokens": 64})
+    assert key == request_key("m", None, messages, {"max_tokens": 64, "temperature": 0.0, "num_retries": 3,
+                                                    "cache": False})
+    assert key != request_key("m", None, messages, {"temperature": 0.7, "max_tokens": 64})
+    assert key != request_key("m|http://other:8000/v1", None, messages, {"temperature": 0.0, "max_tokens": 64})
+    assert key != request_key("m", None, [{"role": "user", "content": "Where does Tove sail?"}],
+                              {"temperature": 0.0, "max_tokens": 64})
+
+
+def test_a_served_reply_is_traced_as_a_cached_call_with_the_original_tokens():
+    from memtrace_opt.data.loader import load_sample
+    from memtrace_opt.programs.long_context import LongContextMemory
+
+    conversation = load_sample().conversations[0]
+    models = fake_models(ReplyCache())
+    with dspy.context(lm=models.task):
+        trace_conversation(LongContextMemory(), conversation, list(conversation.questions[:1]))
+        again = trace_conversation(LongContextMemory(), conversation, list(conversation.questions[:1]))
+    calls = [e for e in again.events if isinstance(e, LMCallEvent)]
+    assert calls and all(e.cached for e in calls) and all(e.prompt_tokens for e in calls)
+
+
+def test_a_persistent_cache_serves_a_later_process_and_a_layer_keeps_its_own_replies_apart(tmp_path):
+    warm = ReplyCache(tmp_path / "warm.sqlite")
+    warm.put("k1", CachedReply(("[[ ## answer ## ]]\nPorto",), 12, 3, 1.5))
+    warm.close()
+    again = ReplyCache(tmp_path / "warm.sqlite")
+    assert again.get("k1") == CachedReply(("[[ ## answer ## ]]\nPorto",), 12, 3, 1.5)
+    row = again.layered(tmp_path / "row.sqlite")
+    row.put("k2", CachedReply(("Lisbon",)))
+    assert row.get("k1") is not None and row.get("k2") is not None
+    assert again.peek("k2") is None  # a row's replies never reach the snapshot another row reads
+    other = again.layered(tmp_path / "other.sqlite")
+    assert other.get("k2") is None and other.get("k1") is not None
+    assert ReplyCache(tmp_path / "row.sqlite").get("k2") == CachedReply(("Lisbon",))  # kept for a resumed row
+
+
+def test_a_damaged_row_is_a_miss_not_a_crash(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "replies.sqlite"
+    ReplyCache(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO replies (key, reply) VALUES ('bad', 'not json')")
+    assert ReplyCache(path).get("bad") is None
+
+
+def test_taking_the_cache_away_gives_dspys_cache_flag_back():
+    models = Models(ModelRoles(task=ModelSpec("fake")))
+    models.task.cache = True
+    models.use_replies(ReplyCache())
+    assert models.task.cache is False and models.task.reply_cache is not None
+    models.use_replies(None)
+    assert models.task.cache is True and models.task.reply_cache is None
