@@ -58,8 +58,12 @@ if TYPE_CHECKING:  # the public API, imported on first use (`__getattr__`): the 
     from memtrace_opt.optimizers.evaluation.qa import MemoryQA, QAContext
     from memtrace_opt.optimizers.evaluation.splits import Splits, make_splits
     from memtrace_opt.optimizers.gates.acceptance import AcceptanceRule, AcceptanceSettings, StrictImprovement
-    from memtrace_opt.optimizers.loop.plan import RoundPlan
-    from memtrace_opt.optimizers.loop.records import CandidateRecord, OptimizationResult, RoundRecord
+    from memtrace_opt.optimizers.loop.records import (
+        CandidateRecord,
+        OptimizationResult,
+        RoundPlan,
+        RoundRecord,
+    )
     from memtrace_opt.optimizers.loop.selection import ModuleSelector, MostBlamed
     from memtrace_opt.optimizers.loop.settings import LoopSettings
     from memtrace_opt.optimizers.loop.stop import StopPolicy, StopReason

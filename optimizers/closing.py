@@ -15,8 +15,7 @@ from typing import Any
 from memtrace_opt.attribution import GOLD
 from memtrace_opt.optimizers.evaluation.blame import UNATTRIBUTED
 from memtrace_opt.optimizers.evaluation.local_set import GOLD_ERROR_TARGETS
-from memtrace_opt.optimizers.loop.interrupted import InterruptedRound, RoundPhase
-from memtrace_opt.optimizers.loop.records import CandidateRecord, RoundRecord
+from memtrace_opt.optimizers.loop.records import CandidateRecord, RoundPhase, RoundRecord
 from memtrace_opt.optimizers.loop.stop import StopReason
 from memtrace_opt.rundir import RunDir
 
@@ -38,6 +37,7 @@ _CUT_WHILE = {
     RoundPhase.REPAIRS: "repairing",
     RoundPhase.LOCAL_SET: "building the local set",
     RoundPhase.PROPOSALS: "proposing",
+    RoundPhase.SETTINGS: "searching settings",
     RoundPhase.CANDIDATES: "scoring candidates",
     RoundPhase.VALIDATION: "validating",
 }
@@ -52,7 +52,7 @@ def closing_lines(manifest: Mapping[str, Any], run_dir: Path, *, report_written:
     lines = [_blame_line(rounds, bool(cut))]
     lines += _round_lines(rounds, float((manifest.get("baseline") or {}).get("val_accuracy") or 0.0))
     if cut:
-        lines.append(_cut_line(InterruptedRound.from_dict(cut), str(optimizer.get("stop_reason") or "")))
+        lines.append(_cut_line(RoundRecord.from_dict(cut), str(optimizer.get("stop_reason") or "")))
     lines.append(_val_line(manifest, rounds))
     test = manifest.get("test") or {}
     lines.append(_test_line(test, run_dir))
@@ -81,14 +81,14 @@ def _blame_line(rounds: Sequence[RoundRecord], cut: bool) -> str:
     return f"{head}: {blame}; could not be attributed or fixed by a prompt: {unfixable}"
 
 
-def _cut_line(cut: InterruptedRound, stop_reason: str) -> str:
+def _cut_line(cut: RoundRecord, stop_reason: str) -> str:
     """What the round the budget cut short had done: each part of its plan it reached, its candidates scored."""
-    if cut.phase is None:  # recorded before the phase and the plan's parts were kept
-        return f"round {cut.round} cut short ({cut.chosen_predictor or 'no predictor chosen'}): {cut.why}"
-    spent = f"{cut.seconds or 0.0:.0f} s and {cut.lm_calls or 0} LM calls into it"
-    head = f"round {cut.round} cut short while {_CUT_WHILE[cut.phase]} ({_CUT_BY.get(stop_reason, cut.why)}; {spent})"
+    phase = cut.phase or RoundPhase.PLAN
+    why = (cut.cut or {}).get("why", "")
+    spent = f"{cut.seconds:.0f} s and {cut.lm_calls} LM calls into it"
+    head = f"round {cut.round} cut short while {_CUT_WHILE[phase]} ({_CUT_BY.get(stop_reason, why)}; {spent})"
     done: list[str] = []
-    if cut.blame_counts is not None:
+    if phase is not RoundPhase.PLAN or cut.blame_counts:
         done.append(f"blamed {_counts(cut.blame_counts) or 'nothing'}")
         if cut.not_fixable:
             done.append(f"not fixable by prompts {_counts(cut.not_fixable)}")
@@ -96,13 +96,13 @@ def _cut_line(cut: InterruptedRound, stop_reason: str) -> str:
     if cut.findings:
         done.append(f"findings: {', '.join(str(f.get('pattern')) for f in cut.findings)}")
     if cut.repairs is not None:
-        done.append(f"repairs: {cut.repairs.get('tried', 0)} tried, {cut.repairs.get('confirmed', 0)} confirmed")
+        done.append(f"repairs: {cut.repairs.get('tried', 0)} tried, {cut.repairs.get('kept', 0)} confirmed")
     if cut.local_set is not None:
         local = cut.local_set
         done.append(f"local set {local.get('calls')} calls / {local.get('targets')} targets, seed carries "
                     f"{local.get('seed_carried')}")
     if cut.candidates:
-        scored = sum(c.get("minibatch_score") is not None or c.get("local") is not None for c in cut.candidates)
+        scored = sum(c.minibatch_score is not None or c.local is not None for c in cut.candidates)
         done.append(f"{len(cut.candidates)} candidates, {scored} scored")
     return f"{head}: {'; '.join(done) or 'nothing attributed yet'}"
 

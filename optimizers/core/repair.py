@@ -1,6 +1,6 @@
 """A confirmed repair of a blamed call, as a plain value: what the call should have produced (`Repair`), and what
-became of the calls a round tried to repair (`RepairCounts`). How repairs are found and confirmed by replay:
-`evaluation/repairs.py`."""
+became of the calls a round tried to repair (`RepairCounts`). How repairs are found: `evaluation/repairs.py`; how a
+round confirms them on its local calls: `loop/steps.py`."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ REPAIR_CHARS = 4000  # a repair demo shows one window of turns, not a session: a
 
 @dataclass(frozen=True)
 class Repair:
-    """One confirmed repair of a blamed call: the case, the call (`op_id`, its op and predictor), the user
-    message it was shown and its reply, the repaired reply's output fields as the LM would write them (`reply`),
-    what the repair adds (`added`: facts, or the texts of added actions) and the replayed answer."""
+    """One repair of a blamed call: the case, the call (`op_id`, its op and predictor), the user message it was
+    shown and its reply, the repaired reply's output fields as the LM would write them (`reply`), what the repair
+    adds (`added`: facts, or the texts of added actions) and `answer` (kept for records an earlier release wrote;
+    "" now)."""
 
     case_id: str
     op_id: str
@@ -65,9 +66,10 @@ class Repair:
 
 @dataclass(frozen=True)
 class RepairCounts:
-    """What became of the blamed calls tried: no rule repair (`no_repair`), the replay did not save the answer
-    (`not_confirmed`), confirmed but the call's own output already held the needed information
-    (`lineage_rejected`), confirmed with no demo form (`no_demo`), kept (`kept`); LM calls the replays spent."""
+    """What became of the blamed calls tried: no rule repair (`no_repair`), the call's own output already held the
+    needed information (`lineage_rejected`), no demo form (`no_demo`), not confirmed on the local calls
+    (`not_confirmed`: the repair as a demo lost more targets than it carried), kept (`kept`, the confirmed); the LM
+    calls the confirmation spent (`lm_calls`)."""
 
     tried: int = 0
     no_repair: int = 0
@@ -79,7 +81,7 @@ class RepairCounts:
 
     @property
     def confirmed(self) -> int:
-        return self.lineage_rejected + self.no_demo + self.kept
+        return self.kept
 
     def to_dict(self) -> dict[str, int]:
         return {**asdict(self), "confirmed": self.confirmed}

@@ -43,11 +43,11 @@ from memtrace_opt.memory import LMOperation, Operation, OpRole, role_for_name
 from memtrace_opt.metrics import score_answer
 from memtrace_opt.metrics.text import answer_tokens
 from memtrace_opt.optimizers.core.evidence import prompt_fields, without_adapter_tail
+from memtrace_opt.optimizers.evaluation.adapter import MemoryAdapter
 from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
 from memtrace_opt.optimizers.evaluation.carry import TARGET_SHARE, item_share
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
-from memtrace_opt.programs.common import CHARS_PER_TOKEN
 
 __all__ = ["GOLD_ERROR_TARGETS", "LOCAL_SET_VERSION", "KeepsLive", "LocalCall", "LocalSet", "LocalTarget",
            "ReplyReader", "build_local_set", "made_from", "predictor_op"]
@@ -221,6 +221,20 @@ class LocalSet:
         left = sum(len(c.targets) for c in self.calls if c.key not in chosen)
         return replace(self, calls=calls, excluded={**self.excluded, "over_max_calls": left})
 
+    def interleaved(self, seed: int = 0) -> LocalSet:
+        """The same calls in the order rungs of successive halving take them: seeded, a call the seed lost a target
+        on, then one it carried every target on, and so on, so that the first few calls can show both what a
+        candidate fixes and what it loses."""
+        rng = random.Random(seed)
+        lost = [c for c in self.calls if not all(c.seed_carried)]
+        kept = [c for c in self.calls if all(c.seed_carried)]
+        rng.shuffle(lost)
+        rng.shuffle(kept)
+        order: list[LocalCall] = []
+        for i in range(max(len(lost), len(kept))):
+            order += [c[i] for c in (lost, kept) if i < len(c)]
+        return replace(self, calls=tuple(order))
+
     def summary(self) -> dict[str, Any]:
         """Size and seed score, for the round plan and the manifest."""
         return {"predictor": self.predictor, "role": self.role.value, "calls": len(self.calls), "targets": self.size,
@@ -329,13 +343,8 @@ def build_local_set(program: dspy.Module, predictor: str, evaluation: EvalResult
     if max_calls is not None and len(calls) > max_calls:
         excluded["over_max_calls"] += sum(len(c.targets) for c in calls[max_calls:])
         calls = calls[:max_calls]
-    return LocalSet(predictor, role, tuple(calls), dict(sorted(excluded.items())), _reply_chars(program, predictor))
-
-
-def _reply_chars(program: dspy.Module, predictor: str) -> int:
-    """The predictor's reply cap (`max_tokens` of its call configuration) in characters; 0 when it has none."""
-    cap = dict(program.named_predictors())[predictor].config.get("max_tokens")
-    return int(cap) * CHARS_PER_TOKEN if cap else 0
+    return LocalSet(predictor, role, tuple(calls), dict(sorted(excluded.items())),
+                    MemoryAdapter.reply_chars(program, predictor))
 
 
 def _target(case: CaseResult) -> LocalTarget:

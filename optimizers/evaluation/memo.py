@@ -81,6 +81,12 @@ class ReplayMemo:
                 self._exchanges.setdefault(key, exchange)
         return len(fresh)
 
+    def knows(self, conversation_key: str, model: str | None = None) -> bool:
+        """Whether any op call of this conversation is recorded for `model` (default: the configured LM's name)."""
+        namespace = (model if model is not None else lm_name(), conversation_key)
+        with self._lock:
+            return bool(self._ops.get(namespace))
+
     def mark(self) -> int:
         """A position in what this memo learned itself: `export(mark)` gives what it learned after."""
         with self._lock:

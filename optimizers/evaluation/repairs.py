@@ -1,30 +1,31 @@
-"""Repairs: what a blamed call should have produced, confirmed by replay and by the graph's own evidence.
+"""Repairs: what a blamed call should have produced, by rule and by the graph's own evidence (no LM call here).
 
 For each failure blamed on the chosen predictor, the blamed call's outputs are repaired by rule (as
 counterfactual attribution repairs them, `memtrace_opt.attribution.counterfactual.repair_outputs`): an
 extraction gets the lost evidence turns added, each written as a fact (the speaker named, first person
 rewritten, the turn's date kept), not as the raw turn; an update decision that skipped a needed write gets an
 ADD of the fact that holds it, one that UPDATEd or DELETEd the memory holding it a NONE for that memory instead.
-The conversation is then replayed with the repaired outputs forced
-(`memtrace_opt.tracing.replay`; unchanged ops come from the record). A repair is kept only when
+A repair is proposed only when
 
-1. the replay answers the question correctly (confirmed), and
-2. the lineage test holds: the blamed call's own output did not already hold the needed information
-   (`NeededInfo.holds`; a DELETE's text is what the call destroyed, not what it held). A replay that saves the answer is not yet a diagnosis: an extraction that already
-   held the dog's breed, "repaired" by restating it, can tip a small answerer into the right answer, and a demo
-   of that teaches nothing. Confirmations this rule rejects are counted (`RepairCounts.lineage_rejected`).
+1. the lineage test holds: the blamed call's own output did not already hold the needed information
+   (`NeededInfo.holds`; a DELETE's text is what the call destroyed, not what it held): an extraction that already
+   held the answer, "repaired" by restating it, teaches nothing (`RepairCounts.lineage_rejected`), and
+2. it has a demo form: the recorded call's input fields with the repaired reply as the LM would write it
+   (`RepairCounts.no_demo` where it has none).
 
-A kept repair is the (inputs, output) pair the predictor should have produced: a demo
-(`Repair.demo`, the recorded prompt's fields and the repaired reply), a target the reflection LM is shown
-beside what the call produced, and what the local check counts a candidate's re-run against (`Repair.added`).
+The round confirms a proposed repair where that is cheap, on the predictor's own local calls (`loop/steps.py`): the
+repair as a demo, with its added facts as its call's target, re-run on the local set's other calls; it is kept when
+it carries at least as many targets there as it loses (`not_confirmed` otherwise). Whole-conversation replay stays
+for `memtrace attribute` (counterfactual attribution). A kept repair is the (inputs, output) pair the predictor
+should have produced: a demo (`Repair.demo`), a target the reflection LM is shown beside what the call produced, and
+its call's target in the local set (`Repair.added`).
 An update decision's repaired reply is its recorded reply edited: added actions appended as ADDs with no id, a
 changed action's written item turned into a NONE of the id the LM wrote, every other item byte for byte as
 written. Its actions name units by the ids its prompt showed, so a changed action is written back only where the
-recorded reply, read as the op reads it, gives back exactly the recorded actions (`decision_reply.py`); otherwise the
-confirmed repair has no demo form and is counted (`RepairCounts.no_demo`).
+recorded reply, read as the op reads it, gives back exactly the recorded actions (`decision_reply.py`).
 
-    found = confirmed_repairs(program, predictor, evaluation, blame, evaluator, max_repairs=2)
-    found.repairs, found.counts.to_dict()
+    proposed = proposed_repairs(program, predictor, evaluation, blame, memo, max_repairs=2)
+    proposed.repairs, proposed.counts.to_dict()
 """
 
 from __future__ import annotations
@@ -55,13 +56,13 @@ from memtrace_opt.attribution.lineage import case_flow
 from memtrace_opt.optimizers.core.evidence import prompt_fields
 from memtrace_opt.optimizers.core.repair import REPAIR_CHARS, Repair, RepairCounts, RepairSet
 from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
-from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResult, EvalResult
+from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
 from memtrace_opt.optimizers.evaluation.decision_reply import actions_reply
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event
 from memtrace_opt.optimizers.evaluation.memo import LMExchange
-from memtrace_opt.tracing import OpEvent, ReplayResult
+from memtrace_opt.tracing import OpEvent
 
-__all__ = ["REPAIR_CHARS", "Repair", "RepairCounts", "RepairSet", "confirmed_repairs", "as_fact"]
+__all__ = ["REPAIR_CHARS", "Repair", "RepairCounts", "RepairSet", "as_fact", "proposed_repairs"]
 
 log = logging.getLogger(__name__)
 
@@ -167,12 +168,11 @@ class _BlamedCall:
 
 @dataclass(frozen=True)
 class _Attempt:
-    """What became of one blamed call: the `RepairCounts` field it counts under, the kept repair (when
-    `outcome` is "kept") and the LM calls its replay spent."""
+    """What became of one blamed call: the `RepairCounts` field it counts under, and the proposed repair (when
+    `outcome` is "kept")."""
 
     outcome: str
     repair: Repair | None = None
-    lm_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ class _Repairer:
     predictor: str
     signature: Any
     evaluation: EvalResult
-    evaluator: CachedEvaluator
+    memo: Any
     graphs: GraphCache
     config: AttributionConfig
 
@@ -197,34 +197,27 @@ class _Repairer:
                 continue
             seen.add((case.conversation_key, seq))
             event = op_event(self.evaluation, case.conversation_key, seq)
-            exchange = self.evaluator.memo.exchange(event.content_key) if event is not None else None
+            exchange = self.memo.exchange(event.content_key) if event is not None else None
             if event is not None and exchange is not None:
                 yield _BlamedCall(case, seq, event, exchange)
 
     def attempt(self, call: _BlamedCall) -> _Attempt:
-        """Repair the call by rule, confirm it by replay, apply the lineage test, and give it its demo form."""
+        """Repair the call by rule, apply the lineage test, and give it its demo form (no LM call)."""
         case, seq = call.case, call.seq
         proposal = self._rule_repair(call)
         if proposal is None:
             return _Attempt("no_repair")
         flow, (outputs, added) = proposal
-        replayed = self._replay(call, outputs)
-        if replayed is None:
-            return _Attempt("not_confirmed")
-        answer, lm_calls = str(replayed.answers.get(case.case_id, "")), replayed.lm_calls
-        if not self.evaluator.metric(case.question, answer).correct:
-            return _Attempt("not_confirmed", lm_calls=lm_calls)
         if flow.needed.holds(_held(call.event.outputs or {})):  # the call held what the answer needed: it lost nothing
-            log.info("repair of %s at op:%d confirmed by replay but rejected: its output already held the "
-                     "needed information", case.case_id, seq)
-            return _Attempt("lineage_rejected", lm_calls=lm_calls)
+            log.info("repair of %s at op:%d rejected: its output already held the needed information", case.case_id, seq)
+            return _Attempt("lineage_rejected")
         event, exchange = call.event, call.exchange
         reply = _reply(self.signature, exchange, error_type_for_op(event.op, event.outputs, event.role), event.outputs or {}, outputs)
         repair = None if reply is None else Repair(case.case_id, f"op:{seq}", event.op, self.predictor, exchange.prompt,
-                                                   exchange.response, reply, added, answer)
+                                                   exchange.response, reply, added, "")
         if repair is None or repair.demo(self.signature) is None:
-            return _Attempt("no_demo", lm_calls=lm_calls)
-        return _Attempt("kept", repair, lm_calls)
+            return _Attempt("no_demo")
+        return _Attempt("kept", repair)
 
     def _rule_repair(self, call: _BlamedCall) -> tuple[Flow, tuple[dict[str, Any], tuple[str, ...]]] | None:
         """The case's information flow and the call's repaired outputs, or None (no rule repair)."""
@@ -239,55 +232,36 @@ class _Repairer:
             return None
         return None if made is None else (flow, made)
 
-    def _replay(self, call: _BlamedCall, outputs: dict[str, Any]) -> ReplayResult | None:
-        """The conversation replayed with the call's outputs forced, or None when the replay fails."""
-        from memtrace_opt.optimizers.core.budget import BudgetExhausted
-        from memtrace_opt.optimizers.evaluation.examples import resolve_conversation
-        from memtrace_opt.tracing import replay
-
-        key = call.case.conversation_key
-        _, conversation = resolve_conversation(key)
-        asked = [c.question for c in self.evaluation.cases if c.conversation_key == key]
-        lm = self.evaluator.task_lm if self.evaluator.task_lm is not None else dspy.settings.lm
-        try:
-            with dspy.context(lm=lm):
-                return replay(self.program, conversation, asked, self.evaluation.traces[key].events,
-                              forced={call.seq: outputs})
-        except BudgetExhausted:
-            raise
-        except Exception as error:  # noqa: BLE001 - a replay that fails confirms nothing
-            log.warning("repair of %s: the replay failed: %s", call.case.case_id, error)
-            return None
 
 
-def confirmed_repairs(
+def proposed_repairs(
     program: dspy.Module,
     predictor: str,
     evaluation: EvalResult,
     blame: Blame,
-    evaluator: CachedEvaluator,
+    memo: Any,
     *,
     max_repairs: int = 2,
     config: AttributionConfig | None = None,
 ) -> RepairSet:
-    """Up to `max_repairs` repairs of `predictor`'s blamed calls in `evaluation`, each confirmed by a replay of
-    its conversation and by the lineage test (module docstring); never raises for one case (a replay that
-    fails is a repair not confirmed), except `BudgetExhausted` from the guarded task LM."""
+    """Up to `max_repairs` repairs of `predictor`'s blamed calls in `evaluation` (the replay `memo` holds their
+    prompts and replies), each past the lineage test and with a demo form (module docstring); never raises for one
+    case. Their confirmation is the round's (`RepairCounts.kept` then counts the confirmed)."""
     found = RepairSet()
     if max_repairs < 1:
         return found
-    counts = dict.fromkeys(("tried", "no_repair", "not_confirmed", "lineage_rejected", "no_demo", "kept", "lm_calls"), 0)
+    counts = dict.fromkeys(("tried", "no_repair", "lineage_rejected", "no_demo"), 0)
     repairer = _Repairer(program, predictor, dict(program.named_predictors())[predictor].signature, evaluation,
-                         evaluator, GraphCache(evaluation), config or AttributionConfig())
+                         memo, GraphCache(evaluation), config or AttributionConfig())
     for call in repairer.blamed_calls(blame):
         counts["tried"] += 1
         attempt = repairer.attempt(call)
-        counts[attempt.outcome] += 1
-        counts["lm_calls"] += attempt.lm_calls
-        if attempt.repair is not None:
-            found.repairs.append(attempt.repair)
-            if len(found.repairs) >= max_repairs:
-                break
+        if attempt.repair is None:
+            counts[attempt.outcome] += 1
+            continue
+        found.repairs.append(attempt.repair)
+        if len(found.repairs) >= max_repairs:
+            break
     found.counts = RepairCounts(**counts)
-    log.info("repairs of %s: %s", predictor, found.counts.to_dict())
+    log.info("repairs of %s proposed: %d (%s)", predictor, len(found.repairs), found.counts.to_dict())
     return found

@@ -153,11 +153,21 @@ class LocalObjective:
         self.op = predictor_op(program, local.predictor)
         self.parsed = ReplyReader(program, local.predictor)
 
-    def score(self, program: dspy.Module, candidate: Candidate) -> LocalScore:
-        """`candidate` (a prompt for this predictor of `program`) on the calls it was not made from; on every call
-        when it was made from all of them."""
+    def calls_for(self, candidate: Candidate, first: int | None = None) -> list[LocalCall]:
+        """The calls `candidate` is scored on: the set's calls it was not made from (all of them when it was made
+        from every one), the first `first` of them in the set's order (None: all)."""
         own = set(candidate.built_from)
         calls = [c for c in self.local.calls if c.key not in own] or list(self.local.calls)
+        return calls if first is None else calls[:first]
+
+    def head_words(self, program: dspy.Module, candidate: Candidate) -> int:
+        """The words the candidate's system message and demos put before each call (its prompt's added length)."""
+        return sum(len(str(m.get("content") or "").split()) for m in self._head(program, candidate))
+
+    def score(self, program: dspy.Module, candidate: Candidate, first: int | None = None) -> LocalScore:
+        """`candidate` (a prompt for this predictor of `program`) on the calls it was not made from, the first
+        `first` of them (a rung of successive halving; None: all); on every call when it was made from all."""
+        calls = self.calls_for(candidate, first)
         results = self._run(program, candidate, calls)
         targets = carried = seed = fixed = lost = bloat = live = 0
         for call, result in zip(calls, results, strict=True):
@@ -169,8 +179,9 @@ class LocalObjective:
                 seed += before
                 fixed += now and not before
                 lost += before and not now
+        own = sum(1 for c in self.local.calls if c.key in set(candidate.built_from))
         return LocalScore(targets, carried, seed, fixed, lost, bloat, len(calls),
-                          len(self.local.calls) - len(calls), live)
+                          own if own < len(self.local.calls) else 0, live)
 
     def _run(self, program: dspy.Module, candidate: Candidate, calls: Sequence[LocalCall]) -> list[_CallResult]:
         head = self._head(program, candidate)

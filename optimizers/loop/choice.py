@@ -1,30 +1,133 @@
 """How a round chooses among its candidates: which objective ranks them, which go to validation, which is taken.
 
-Contract of a choice policy: `choose()` runs the jobs it needs through `RoundTrials` (which records each trial
-in the study) and returns the trial taken (None: the round changes nothing; it is validated and accepted) and
-any trial it made beyond the plan's candidates (a combination), each with its decision. At most one is taken.
+A choice policy sees the round through a narrow interface (`Trials`: score candidates, price work, ask whether the
+round can afford it, validate one) and never the round's internals: who runs the jobs, the budget's arithmetic,
+the study. `choose()` returns a `Choice`: every candidate's record and the one taken (None: the round changes
+nothing), at most one.
 
-- `LocalSearch`: every candidate is scored on the local objective (the chosen predictor's local set re-run,
-  `gates/local_objective.py`); those below the margin are rejected there. The best instruction and the best
-  candidate that sets demos, when both pass, are joined and scored too. The best `validate_top` go to the valset,
-  which decides as the acceptance rule says; the best on the valset is taken.
-- `MinibatchFirst` (`--no-local-objective`): the local check and the minibatch; a minibatch ranks candidates of
-  one kind only, so the best of each source (instructions, and each demo-setting source) goes to the valset, and
-  the best rewrite is validated joined with the best demos when both pass.
+- `LocalSearch`: successive halving on the chosen predictor's local set (`gates/local_objective.py`). Every
+  candidate is scored on the first few of its calls (the candidates that cost no reflection call come first in the
+  plan's order, which breaks ties), the better half on twice as many, and so on to the whole set or as far as the
+  round can afford; a settings candidate comes with its settings objective's score. The best instruction and the
+  best candidate that sets demos, when both beat the seed by the margin, are joined and scored too. Those that beat
+  the seed by `margin` net targets go to validation, best first; the first the acceptance rule accepts is taken.
+- `MinibatchFirst` (`--no-local-objective`): the local check and the minibatch score each candidate, as far as the
+  round can afford; the best of each source family that passes the minibatch goes on, the best rewrite joined with
+  the best demos first when both pass; the first accepted on the valset is taken.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from memtrace_opt.optimizers.core.candidate import Candidate
 from memtrace_opt.optimizers.core.decision import Decision, Status
-from memtrace_opt.optimizers.loop.interrupted import RoundPhase
-from memtrace_opt.optimizers.loop.outcome import TrialOutcome
-from memtrace_opt.optimizers.loop.trials import RoundTrials, Trial
+from memtrace_opt.optimizers.gates.local_objective import LocalScore
+from memtrace_opt.optimizers.loop.pricing import Price
+from memtrace_opt.optimizers.loop.records import CandidateRecord
 from memtrace_opt.optimizers.sources.combination import combine
 
-__all__ = ["LocalSearch", "MinibatchFirst", "policy_for", "source_of"]
+__all__ = ["RUNG_CALLS", "Choice", "LocalSearch", "MinibatchFirst", "Scored", "Trials", "Validation", "policy_for",
+           "source_of"]
+
+RUNG_CALLS = 4  # local calls of the first rung of successive halving
+
+
+@dataclass(frozen=True)
+class Validation:
+    """A candidate's valset accuracy and which calls the validation re-ran."""
+
+    accuracy: float
+    replayed: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A candidate through the minibatch's gates: its local check's counts (None: none ran), the check's rejection
+    (None: it passed), its minibatch accuracy (None: not reached) and which calls that run re-ran."""
+
+    local: Mapping[str, Any] | None = None
+    rejected: Decision | None = None
+    minibatch: float | None = None
+    replayed: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Trials(Protocol):
+    """What a choice policy sees of a round. A method that runs work returns None for a candidate the budget or the
+    clock stopped (`cut` then says why); it never raises for a spent budget."""
+
+    candidates: Sequence[Candidate]
+    local_size: int  # calls in the round's local set (0: none)
+    margin: int  # net targets a candidate must carry beyond the seed's before it is validated
+    validate_top: int  # candidates validated a round, at most
+    cut: str  # why the budget stopped work of the round ("" while it has not)
+
+    def local(self, candidates: Sequence[Candidate], first: int) -> list[LocalScore | None]: ...
+
+    def local_price(self, candidates: Sequence[Candidate], first: int) -> Price: ...
+
+    def settings(self, candidate: Candidate) -> Any: ...
+
+    def minibatch(self, candidate: Candidate) -> Scored | None: ...
+
+    def minibatch_price(self, candidate: Candidate) -> Price: ...
+
+    def minibatch_rule(self, score: float) -> Decision: ...
+
+    def shortfall(self, price: Price) -> str: ...
+
+    def validate(self, candidate: Candidate) -> Validation | Decision: ...
+
+    def decide(self, accuracy: float) -> Decision: ...
+
+
+@dataclass
+class _Trial:
+    """One candidate's way through the policy (the policy's own bookkeeping, turned into a record at the end)."""
+
+    number: int  # 1-based, as the reasons name it (0: a joined candidate)
+    candidate: Candidate
+    rungs: list[LocalScore] = field(default_factory=list)
+    local: dict[str, Any] | None = None
+    minibatch: float | None = None
+    val: float | None = None
+    decision: Decision | None = None
+    replayed: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gain(self) -> int:
+        return int((self.local or {}).get("fixed", 0)) - int((self.local or {}).get("lost", 0))
+
+    @property
+    def lost(self) -> int:
+        return int((self.local or {}).get("lost", 0))
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision is not None and self.decision.status is Status.ACCEPTED
+
+    def record(self) -> CandidateRecord:
+        decision = self.decision
+        return CandidateRecord.of(self.candidate, minibatch_score=self.minibatch, val_score=self.val,
+                                  accepted=self.accepted, why=decision.why if decision else "",
+                                  local=self.local, replayed=self.replayed or None,
+                                  status=decision.status.value if decision else "",
+                                  rungs=[r.to_dict() for r in self.rungs])
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A policy's outcome: each candidate's record (the plan's, then any it joined), the one taken (None: none) with
+    its valset accuracy, one line on how the round ended, and why the budget cut it ("" when it did not)."""
+
+    records: list[CandidateRecord]
+    taken: Candidate | None = None
+    val: float | None = None
+    outcome: str = ""
+    cut: str = ""
 
 
 def source_of(candidate: Candidate) -> str:
@@ -33,74 +136,154 @@ def source_of(candidate: Candidate) -> str:
     return candidate.origin if candidate.sets_demos else "instruction"
 
 
+def _validate_in_order(t: Trials, contenders: Sequence[_Trial]) -> _Trial | None:
+    """Validates `contenders` best first, at most `validate_top`, until one is accepted (it is taken); the rest are
+    told why they were not validated."""
+    taken: _Trial | None = None
+    validated = 0
+    for trial in contenders:
+        if taken is not None:
+            trial.decision = Decision.of(Status.OUTRANKED, "not validated: {taken} was accepted first",
+                                         taken=f"candidate {taken.number}" if taken.number else "the joined candidate")
+            continue
+        if t.cut:  # the budget stopped the round: a resumed run validates what is left
+            trial.decision = Decision.of(Status.NOT_VALIDATED, "not validated: {why}", why=t.cut)
+            continue
+        if validated >= t.validate_top:
+            trial.decision = Decision.of(Status.OUTRANKED, "not validated: {n} candidates were validated first",
+                                         n=validated)
+            continue
+        got = t.validate(trial.candidate)
+        if isinstance(got, Decision):
+            trial.decision = got
+            continue
+        validated += 1
+        trial.val, trial.replayed["val"] = got.accuracy, dict(got.replayed)
+        trial.decision = t.decide(got.accuracy)
+        if trial.accepted:
+            taken = trial
+    return taken
+
+
+def _outcome(taken: _Trial | None, trials: Sequence[_Trial], t: Trials) -> str:
+    if taken is not None:
+        return f"candidate {taken.number or 'joined'} ({taken.candidate.origin}) accepted on the valset"
+    if t.cut:
+        return f"cut short: {t.cut}"
+    validated = [x for x in trials if x.val is not None]
+    if validated:
+        return f"{len(validated)} validated, none accepted"
+    if not trials:
+        return "no candidate proposed"
+    unscored = [x for x in trials if x.decision is not None and x.decision.status is Status.NOT_VALIDATED]
+    if len(unscored) == len(trials):
+        return f"no candidate scored ({unscored[0].decision.why if unscored[0].decision else ''})"
+    return "no candidate beat the seed by the margin"
+
+
 @dataclass
 class LocalSearch:
-    """The local objective ranks every candidate; the best that beat the seed are validated (module doc)."""
+    """Successive halving on the local set, the best that beat the seed validated (module doc)."""
 
-    trials: RoundTrials
+    trials: Trials
 
-    def choose(self) -> tuple[Trial | None, list[Trial]]:
+    def choose(self) -> Choice:
         t = self.trials
-        t.score_candidates("local", t.local_calls)
-        joined = self._joined(self._ranked(t.trials))
+        trials = [_Trial(i + 1, c) for i, c in enumerate(t.candidates)]
+        prompts = [x for x in trials if not x.candidate.sets_settings]
+        for trial in (x for x in trials if x.candidate.sets_settings):
+            self._settings(trial)
+        alive = self._halving(prompts)
+        passed = [x for x in alive if x.decision is None and x.local is not None and x.gain >= max(1, t.margin)]
+        for trial in alive:
+            if trial not in passed and trial.decision is None and trial.local is not None:
+                trial.decision = Decision.of(Status.REJECTED, "rejected by the local objective: {why} (needs +{m} net)",
+                                             why=LocalScore.from_dict(trial.local).why, m=max(1, t.margin))
+        joined = self._joined(passed)
         extra = [joined] if joined is not None else []
-        ranked = self._ranked([*t.trials, *extra])
-        count = t.ctx.local.validate_top if t.ctx.local is not None else 2
-        top, rest = ranked[:count], ranked[count:]
-        for trial in rest:
-            if trial.restored is None:
-                trial.decision = Decision.of(Status.OUTRANKED, "not validated: {n} candidates go first on the local "
-                                             "objective (this one +{gain} net)", n=len(top), gain=trial.local_gain or 0)
-        t.validate_ahead([trial for trial in top if trial.restored is None])
-        for trial in top:
-            if trial.restored is None:
-                t.validate(trial)
-        passed = [trial for trial in top if trial.accepted]
-        decided = [trial for trial in passed if trial.restored is not None]  # accepted before the run was cut
-        best = decided[0] if decided else max(passed, key=lambda x: (x.val or 0.0, x.local_gain or 0, -x.number),
-                                              default=None)
-        for trial in passed:
-            if best is not None and trial is not best and trial.restored is None:
-                trial.decision = Decision.of(
-                    Status.OUTRANKED, "passed, but candidate {best} is taken (valset {best_val:.3f}; this one "
-                    "{val:.3f})", best=best.number, best_val=best.val or 0.0, val=trial.val or 0.0)
-        return best, extra
+        settings = [x for x in trials if x.candidate.sets_settings and x.decision is not None and x.decision.ok]
+        contenders = [*passed, *(x for x in extra if x.decision is None), *settings]
+        contenders.sort(key=lambda x: (-x.gain, x.lost, x.number or len(trials) + 1))
+        for trial in contenders:
+            trial.decision = None  # decided on the valset
+        taken = _validate_in_order(t, contenders)
+        every = [*trials, *extra]
+        return Choice([x.record() for x in every], taken.candidate if taken else None,
+                      taken.val if taken else None, _outcome(taken, every, t), t.cut)
 
-    def _ranked(self, trials: list[Trial]) -> list[Trial]:
-        """The candidates that passed the local objective (or were accepted before a resumed run), best first: the
-        largest net gain, then the fewest lost."""
-        going = [x for x in trials if x.local is not None and (x.decision is None or x.decision.ok or x.accepted)]
-        return sorted(going, key=lambda x: (not x.accepted, -(x.local_gain or 0), int((x.local or {}).get("lost", 0)),
-                                            x.number))
+    def _settings(self, trial: _Trial) -> None:
+        score = self.trials.settings(trial.candidate)
+        trial.local = score.to_dict()
+        if score.over_cost:
+            trial.decision = Decision.of(Status.REJECTED, "rejected: over the cost limit: {why}", why=score.why)
+        elif score.gain < max(1, self.trials.margin):
+            trial.decision = Decision.of(Status.REJECTED, "rejected by the settings objective: {why} (needs +{m} net)",
+                                         why=score.why, m=max(1, self.trials.margin))
+        else:
+            trial.decision = Decision.of(Status.PASSED, "{why}", why=score.why)
 
-    def _joined(self, ranked: list[Trial]) -> Trial | None:
-        """The best instruction joined with the best demos, when both passed, scored on the local objective (None:
-        no such pair, or no calls left for it)."""
+    def _halving(self, alive: list[_Trial]) -> list[_Trial]:
+        """Rungs of successive halving over `alive` (module doc); returns the candidates of the last rung scored."""
         t = self.trials
-        rewrite = next((x for x in ranked if not x.candidate.sets_demos and not x.candidate.sets_settings
-                        and len(x.parts) == 1), None)
-        demos = next((x for x in ranked if x.candidate.sets_demos and len(x.parts) == 1), None)
+        first, rung = min(t.local_size, RUNG_CALLS), 0
+        if not t.local_size:
+            for trial in alive:
+                trial.decision = Decision.of(Status.REJECTED, "rejected: no local set to score it on")
+            return []
+        while alive:
+            why = t.shortfall(t.local_price([x.candidate for x in alive], first))
+            if why:
+                if rung == 0:
+                    for trial in alive:
+                        trial.decision = Decision.of(Status.NOT_VALIDATED, "not scored: {why}", why=why)
+                    return []
+                break
+            scores = t.local([x.candidate for x in alive], first)
+            if any(score is None for score in scores):
+                for trial in alive:
+                    trial.decision = Decision.of(Status.NOT_VALIDATED, "not scored: {why}", why=t.cut)
+                return []
+            rung += 1
+            for trial, score in zip(alive, scores, strict=True):
+                assert score is not None
+                trial.rungs.append(score)
+                trial.local = score.to_dict()
+            if first >= t.local_size or len(alive) == 1:
+                break
+            ranked = sorted(alive, key=lambda x: (-x.gain, x.lost, x.number))
+            keep = math.ceil(len(ranked) / 2)
+            for trial in ranked[keep:]:
+                trial.decision = Decision.of(
+                    Status.OUTRANKED, "dropped at rung {rung} (+{gain} net on {calls} calls): the better half go on",
+                    rung=rung, gain=trial.gain, calls=int((trial.local or {}).get("calls", 0)))
+            alive, first = ranked[:keep], min(t.local_size, first * 2)
+        return alive
+
+    def _joined(self, passed: list[_Trial]) -> _Trial | None:
+        """The best instruction joined with the best demos, when both passed, scored on the last rung's calls (None:
+        no such pair, or the round cannot afford it)."""
+        t = self.trials
+        ranked = sorted(passed, key=lambda x: (-x.gain, x.lost, x.number))
+        rewrite = next((x for x in ranked if not x.candidate.sets_demos), None)
+        demos = next((x for x in ranked if x.candidate.sets_demos), None)
         if rewrite is None or demos is None:
             return None
         joined = combine(rewrite.candidate, demos.candidate)
         candidate = Candidate(joined.predictor, joined.instruction, joined.demos, joined.origin,
-                              tuple(sorted({*rewrite.candidate.built_from, *demos.candidate.built_from})))
-        key = candidate.key(t.number, t.parent)
-        done = t.ctx.ledger.finished(key)
-        if done is not None:
-            return Trial.restore(0, candidate, key, done)
-        if not t.ctx.budget.can_afford(t.local_calls + t.val_calls):
+                              tuple(dict.fromkeys([*rewrite.candidate.built_from, *demos.candidate.built_from])))
+        first = max(int((rewrite.local or {}).get("calls", 0)), int((demos.local or {}).get("calls", 0)))
+        if t.shortfall(t.local_price([candidate], first)):
             return None
-        trial = t.open_trial(Trial(0, candidate, key, parts=(rewrite.number - 1, demos.number - 1)))
-        t.trials.remove(trial)  # recorded after the plan's candidates, as the round's extra
-        job = t.job("local", trial.parts, key)
-        t.phase = RoundPhase.CANDIDATES
-        outcome = TrialOutcome.from_dict(t.runner.run([job], t.run_job)[job.key])
-        if outcome.cut:
-            trial.decision = Decision.of(Status.NOT_VALIDATED, "not scored: {why}", why=outcome.cut)
-            t.cut_short()
-        else:
-            t.record_outcome(trial, outcome)
+        scores = t.local([candidate], first)
+        trial = _Trial(0, candidate)
+        if scores[0] is None:
+            trial.decision = Decision.of(Status.NOT_VALIDATED, "not scored: {why}", why=t.cut)
+            return trial
+        trial.rungs.append(scores[0])
+        trial.local = scores[0].to_dict()
+        if trial.gain < max(1, t.margin) or trial.gain <= max(rewrite.gain, demos.gain):
+            trial.decision = Decision.of(Status.REJECTED, "rejected: joined, {why}, no better than its parts",
+                                         why=scores[0].why)
         return trial
 
 
@@ -108,111 +291,53 @@ class LocalSearch:
 class MinibatchFirst:
     """The local check and the minibatch; the best of each source validated (module doc)."""
 
-    trials: RoundTrials
+    trials: Trials
 
-    def choose(self) -> tuple[Trial | None, list[Trial]]:
-        """The best rewrite and the best of each demo-setting source go on: a minibatch of six or eight ranks
-        candidates of one kind, but in a long_context run it put a rewrite (0.333) above two demos (0.167) that
-        would have gained two validation questions where the rewrite gained one. When a rewrite and demos both pass
-        the minibatch, the rewrite is validated with the best demos, the demos alone beside it."""
+    def choose(self) -> Choice:
         t = self.trials
-        t.score_candidates("minibatch", t.minibatch_calls)
-        scored = sorted((x for x in t.trials if x.minibatch is not None), key=lambda x: (-(x.minibatch or 0.0), x.number))
-        leaders: dict[str, Trial] = {}
-        for trial in scored:
-            leaders.setdefault(source_of(trial.candidate), trial)
-        contenders = sorted(leaders.values(), key=lambda x: (-(x.minibatch or 0.0), x.number))
-        gates = {x.number: t.minibatch_gate.decide(x.minibatch or 0.0) for x in contenders}
-        rewrite = leaders.get("instruction")
-        demos = next((x for x in contenders if x.candidate.sets_demos and gates[x.number].ok), None)
-        together = rewrite is not None and demos is not None and gates[rewrite.number].ok
-        decided_before = any(x.restored is not None and x.accepted for x in contenders)
-        t.validate_ahead([x for x in contenders if x.restored is None and gates[x.number].ok
-                          and not (together and x is rewrite)],
-                         (rewrite, demos) if together and not decided_before and rewrite and demos else None)
-        for trial in scored:
-            if trial.restored is not None:
+        trials = [_Trial(i + 1, c) for i, c in enumerate(t.candidates)]
+        for trial in trials:
+            why = t.shortfall(t.minibatch_price(trial.candidate))
+            if why:
+                trial.decision = Decision.of(Status.NOT_VALIDATED, "not scored: {why}", why=why)
                 continue
-            if trial not in contenders:
+            scored = t.minibatch(trial.candidate)
+            if scored is None:
+                trial.decision = Decision.of(Status.NOT_VALIDATED, "not scored: {why}", why=t.cut)
+                break
+            trial.local = dict(scored.local) if scored.local is not None else None
+            trial.minibatch = scored.minibatch
+            if scored.replayed:
+                trial.replayed["minibatch"] = dict(scored.replayed)
+            trial.decision = scored.rejected
+        scored_ones = sorted((x for x in trials if x.minibatch is not None), key=lambda x: (-(x.minibatch or 0.0), x.number))
+        leaders: dict[str, _Trial] = {}
+        for trial in scored_ones:
+            if source_of(trial.candidate) in leaders:
                 leader = leaders[source_of(trial.candidate)]
-                trial.decision = Decision.of(
-                    Status.OUTRANKED, "not validated: candidate {leader} goes first on the minibatch ({first:.3f}; "
-                    "this one {this:.3f})", leader=leader.number, first=leader.minibatch, this=trial.minibatch)
+                trial.decision = Decision.of(Status.OUTRANKED, "not validated: candidate {n} goes first on the "
+                                             "minibatch ({first:.3f}; this one {this:.3f})", n=leader.number,
+                                             first=leader.minibatch or 0.0, this=trial.minibatch or 0.0)
                 continue
-            gate = gates[trial.number]
-            if together and demos is not None and rewrite is not None and trial is rewrite:
-                trial.decision = Decision.of(Status.DEFERRED, "not validated alone: validated with the demos of "
-                                             "candidate {demos}", demos=demos.number)
-            else:
-                trial.decision = gate
-                if gate.ok:
-                    t.validate(trial)
-        passed = [x for x in contenders if x.accepted]
-        decided = [x for x in passed if x.restored is not None]  # accepted before the run was cut: it stands
-        best = decided[0] if decided else max(passed, key=lambda x: (x.val or 0.0, x.minibatch or 0.0, -x.number),
-                                              default=None)
-        combined = None
-        if together and not decided and rewrite is not None and demos is not None:
-            combined = self._combination(rewrite, demos, best.val if best is not None else None)
-            # cut for want of calls after the demos passed: the round stands with the demos, and the next round
-            # proposes its rewrites on top of them; before they passed, the round resumes
-            if best is None and combined.decision is not None and combined.decision.status is Status.NOT_VALIDATED:
-                t.cut_short()
-            if rewrite.restored is None and best is None and combined.val is not None and not combined.accepted:
-                t.validate(rewrite)  # neither the demos nor the two together passed: the rewrite may do better alone
-                if rewrite.accepted:
-                    passed, best = [rewrite], rewrite
-        if combined is not None and combined.accepted:
-            for trial in passed:
-                if trial.restored is None:
-                    trial.decision = Decision.of(
-                        Status.OUTRANKED, "passed, but the rewrite of candidate {rewrite} with these demos is taken "
-                        "(valset {joined:.3f}; these demos alone {alone:.3f})", rewrite=rewrite.number if rewrite else 0,
-                        joined=combined.val or 0.0, alone=trial.val or 0.0)
-            best = None
-        for trial in passed:  # two passed: the better on the valset is taken
-            if best is not None and trial is not best and trial.restored is None:
-                trial.decision = Decision.of(
-                    Status.OUTRANKED, "passed, but candidate {best} is taken (valset {best_val:.3f}, minibatch "
-                    "{best_mb:.3f}; this one {val:.3f}, {mb:.3f})", best=best.number, best_val=best.val or 0.0,
-                    best_mb=best.minibatch or 0.0, val=trial.val or 0.0, mb=trial.minibatch or 0.0)
-        taken = best or (combined if combined is not None and combined.accepted else None)
-        return taken, [combined] if combined is not None else []
-
-    def _combination(self, rewrite: Trial, demos: Trial, rival: float | None) -> Trial:
-        """The rewrite with the demos, validated: taken when it passes the acceptance rule and, if the demos alone
-        passed too (valset `rival`), beats them. A run cut short and resumed finds its decision in the study."""
-        t = self.trials
-        candidate = combine(rewrite.candidate, demos.candidate)
-        key = candidate.key(t.number, t.parent)
-        done = t.ctx.ledger.finished(key)
-        if done is not None:
-            return Trial.restore(0, candidate, key, done)
-        trial = Trial(0, candidate, key, parts=(rewrite.number - 1, demos.number - 1))
-        # all of the valset's calls: no minibatch run answered any under this prompt
-        got = t.valset_score(key, list(trial.parts), t.ctx.validation_calls(t.chosen))
-        if isinstance(got, Decision):  # no study trial: a resumed run tries it
-            trial.decision = got
-            return trial
-        handle = t.stack.enter_context(t.ctx.ledger.trial(key, {
-            "round": t.number, "predictor": t.chosen, "instruction": candidate.instruction,
-            "demos": len(candidate.demos or ()), "origin": candidate.origin}))
-        assert got.val is not None
-        val, trial.replayed["val"] = got.val, dict(got.replayed)
-        handle.set("replayed", trial.replayed)
-        handle.set("worker", got.worker)
-        decision = t.validation_gate.decide(val)
-        if decision.ok and rival is not None:
-            decision = (decision.also(", and above the demos alone ({rival:.3f})", rival=rival) if val > rival else
-                        Decision.of(Status.REJECTED, "rejected: valset {val:.3f} not above the demos alone "
-                                    "({rival:.3f})", val=val, rival=rival))
-        trial.val, trial.decision = val, decision
-        handle.validated(val, accepted=trial.accepted, why=decision.why, status=decision.status.value)
-        return trial
+            leaders[source_of(trial.candidate)] = trial
+            trial.decision = t.minibatch_rule(trial.minibatch or 0.0)
+        going = [x for x in leaders.values() if x.decision is not None and x.decision.ok]
+        rewrite = next((x for x in going if not x.candidate.sets_demos and not x.candidate.sets_settings), None)
+        demos = next((x for x in going if x.candidate.sets_demos), None)
+        extra: list[_Trial] = []
+        if rewrite is not None and demos is not None:
+            extra.append(_Trial(0, combine(rewrite.candidate, demos.candidate)))
+        contenders = [*extra, *sorted(going, key=lambda x: (-(x.minibatch or 0.0), x.number))]
+        for trial in contenders:
+            trial.decision = None
+        taken = _validate_in_order(t, contenders)
+        every = [*trials, *extra]
+        return Choice([x.record() for x in every], taken.candidate if taken else None,
+                      taken.val if taken else None, _outcome(taken, every, t), t.cut)
 
 
-def policy_for(trials: RoundTrials) -> LocalSearch | MinibatchFirst:
-    """The round's choice policy: the local search where the round has a local set, or only settings candidates
-    (an op without a prompt), else the minibatch first."""
-    settings_only = trials.settings is not None and all(c.sets_settings for c in trials.plan.candidates)
-    return LocalSearch(trials) if trials.local is not None or settings_only else MinibatchFirst(trials)
+def policy_for(trials: Trials, local_objective: bool) -> LocalSearch | MinibatchFirst:
+    """The round's choice policy: the local search with the local objective on (or only settings candidates, which
+    their own objective scores), else the minibatch first."""
+    settings_only = bool(trials.candidates) and all(c.sets_settings for c in trials.candidates)
+    return LocalSearch(trials) if local_objective or settings_only else MinibatchFirst(trials)

@@ -2,10 +2,10 @@
 
 Contract of a `Runner`:
 - `run(jobs, execute, done)` returns every job's result by key, as `execute(job.attrs)` gave it (a JSON-ready
-  dict, `TrialOutcome.to_dict()`), each job run once, by this process or another worker sharing the study; it
+  dict), each job run once, by this process or another worker sharing the study; it
   calls `done(key, result)` as soon as each result is known, so the caller records it before the next job (a
   killed run keeps it).
-- A job the LM-call budget stops ends with the result `{"budget": why}` (`TrialOutcome.stopped`), and so does
+- A job the LM-call budget stops ends with the result `{"budget": why}`, and so does
   every job this runner had not started when it stopped: the budget is spent for all of them. It never raises for
   a spent budget; any other error of a job propagates (a worker's: after its retries).
 - `publish()` shares what this process learned (the replay memo) with whoever runs the next jobs.
@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 from memtrace_opt.optimizers.core.budget import BudgetExhausted
 from memtrace_opt.optimizers.loop.crew import Job, worker_name
-from memtrace_opt.optimizers.loop.outcome import TrialOutcome
 
 __all__ = ["LocalRunner", "Runner"]
 
@@ -55,7 +54,7 @@ class LocalRunner:
                     result = execute(job.attrs)
                 except BudgetExhausted as stop:
                     spent = str(stop) or "the LM-call budget is spent"
-            results[job.key] = result if result is not None else TrialOutcome.stopped(spent).to_dict()
+            results[job.key] = result if result is not None else {"budget": spent}
             if done is not None:
                 done(job.key, results[job.key])
         return results

@@ -133,20 +133,18 @@ class StudyLedger:
                 continue
             time.sleep(2.0)
 
-    def partial(self, key: str) -> dict[str, Any] | None:
-        """The user attributes of an unfinished trial for `key` (a run killed or cut short mid-round) that got
-        as far as its ranking score (a minibatch score, or a local objective's `local` counts), if any."""
-        for trial in self._with_key(key):
-            attrs = trial.user_attrs
-            if trial.state in (TrialState.FAIL, TrialState.RUNNING) and (
-                    attrs.get("minibatch_score") is not None or (attrs.get("local") or {}).get("targets") is not None):
-                return dict(attrs)
-        return None
-
-    def partial_score(self, key: str) -> float | None:
-        """The minibatch score an unfinished trial for `key` recorded, if any."""
-        attrs = self.partial(key)
-        return None if attrs is None or attrs.get("minibatch_score") is None else float(attrs["minibatch_score"])
+    def record(self, key: str, attrs: dict[str, Any], value: float | None) -> None:
+        """One candidate as a finished trial: COMPLETE with its valset score `value`, else PRUNED."""
+        with warnings.catch_warnings():  # heartbeats are meant for study.optimize; this trial ends at once
+            warnings.simplefilter("ignore", UserWarning)
+            trial = self.study.ask()
+        trial.set_user_attr("key", key)
+        for name, item in attrs.items():
+            trial.set_user_attr(name, item)
+        if value is None:
+            self.study.tell(trial, state=TrialState.PRUNED)
+        else:
+            self.study.tell(trial, float(value))
 
     def trials_count(self) -> dict[str, int]:
         counts: dict[str, int] = {}

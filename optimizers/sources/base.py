@@ -7,6 +7,8 @@ Contract of a `CandidateSource`:
 - It may spend LM calls (the reflection LM, or the task LM tracing demos) but never raises for a bad reply:
   a source with nothing usable returns `[]`.
 - It never changes the program: a candidate is applied (`Candidate.apply`) only by the round that tests it.
+- A source that spends LM calls says so in `spends` ("reflection" or "task"; absent or "": it spends none), so the
+  round asks it only where it can afford the calls (those that spend none propose first).
 """
 
 from __future__ import annotations

@@ -81,6 +81,7 @@ class DemosSource:
     settings: DemoSettings = field(default_factory=DemoSettings)
     pool: Sequence[CaseRef] = ()
     pool_results: list[EvalResult] = field(default_factory=list)
+    spends: str = "task"  # the task LM answering the pool's questions: the round prices it before asking
 
     def _traced_pool(self, request: SourceRequest) -> list[EvalResult]:
         if self.pool and not self.pool_results:

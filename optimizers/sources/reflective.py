@@ -257,6 +257,7 @@ class ReflectiveSource:
 
     proposer: InstructionProposer
     patterns: Sequence[Pattern] | None = None
+    spends: str = "reflection"  # the reflection LM: the round prices it before asking (`loop/engine.py`)
 
     def propose(self, request: SourceRequest, taken: Sequence[Candidate]) -> list[Candidate]:
         evidence = in_patterns(request.evidence, self.patterns)

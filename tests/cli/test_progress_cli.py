@@ -44,7 +44,7 @@ def test_optimize_quick_shows_its_phases_unless_quiet(tmp_path, capsys: pytest.C
         assert captured.err == ""
         return
     for line in ("optimize rag on sample: train ", "estimate: about", "baseline: valset: done",
-                 "round 1: plan (trace, attribute)", "round 1: candidate 1/", "held-out test: done"):
+                 "round 1: plan", "round 1: candidates", "held-out test: done"):
         assert line in captured.err, line
     assert "baseline: valset" not in captured.out and "estimate" not in captured.out
 

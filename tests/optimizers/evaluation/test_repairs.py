@@ -1,4 +1,5 @@
-"""Repairs of blamed calls: confirmed by replay, kept only where the call lost the information (lineage test)."""
+"""Repairs of blamed calls: proposed by rule where the call lost the information (lineage test), with a demo form,
+and confirmed on the predictor's own local calls, never by replaying a conversation."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from memtrace_opt.optimizers import AnswerMetric, CachedEvaluator
 from memtrace_opt.optimizers.core.repair import Repair
 from memtrace_opt.optimizers.evaluation.blame import attribute_failures
 from memtrace_opt.optimizers.evaluation.examples import case_refs
-from memtrace_opt.optimizers.evaluation.repairs import as_fact, confirmed_repairs
+from memtrace_opt.optimizers.evaluation.local_set import build_local_set
+from memtrace_opt.optimizers.evaluation.repairs import as_fact, proposed_repairs
+from memtrace_opt.optimizers.gates.local_objective import LocalObjective
+from memtrace_opt.optimizers.loop.steps import confirm_repairs
 from memtrace_opt.programs.mem0 import Mem0Memory
 from memtrace_opt.testing import FakeEngine, FakeReply, Skill
 from memtrace_opt.testing.skills import default_skills
@@ -32,11 +36,11 @@ def _traced(planted, examples, models=None):
     return evaluator, result, blame, models
 
 
-def test_repairs_are_confirmed_by_replay_and_write_the_lost_turn_as_a_fact(planted, examples):
+def test_repairs_write_the_lost_turn_as_a_fact_with_no_lm_call(planted, examples):
     evaluator, result, blame, models = _traced(planted, examples)
-    with dspy.context(lm=models.task):
-        found = confirmed_repairs(planted, EXTRACT, result, blame, evaluator, max_repairs=5)
-    assert found.repairs and found.counts.kept == len(found.repairs) and found.counts.lm_calls > 0
+    before = models.usage.snapshot()["task"].calls
+    found = proposed_repairs(planted, EXTRACT, result, blame, evaluator.memo, max_repairs=5)
+    assert found.repairs and models.usage.snapshot()["task"].calls == before  # proposing them asks no model
     kitten = next(r for r in found.repairs if "kitten" in r.case_id)
     assert kitten.added == ("Alice adopted a kitten yesterday, her name is Luna. (13 March, 2034)",)  # a fact, not "Alice: I ..."
     demo = kitten.demo(dict(planted.named_predictors())[EXTRACT].signature)
@@ -44,24 +48,53 @@ def test_repairs_are_confirmed_by_replay_and_write_the_lost_turn_as_a_fact(plant
     assert Repair.from_dict(kitten.to_dict()) == kitten
 
 
-def test_a_repair_the_replay_does_not_confirm_is_not_kept(planted, examples, monkeypatch):
+def _confirmed(planted, examples, monkeypatch, *, scored=None):
+    """The repairs of `planted`'s extraction confirmed on its local set, any conversation replay refused."""
+    import sys
+
+    import memtrace_opt.tracing
+
+    def no_replay(*args, **kwargs):
+        raise AssertionError("a repair is confirmed on the local calls, not by replaying a conversation")
+
+    monkeypatch.setattr(sys.modules["memtrace_opt.tracing.replay"], "replay", no_replay)
+    monkeypatch.setattr(memtrace_opt.tracing, "replay", no_replay)
     evaluator, result, blame, models = _traced(planted, examples)
-    monkeypatch.setattr(evaluator, "metric", lambda question, answer: AnswerMetric()(question, "no idea"))
+    proposed = proposed_repairs(planted, EXTRACT, result, blame, evaluator.memo, max_repairs=5)
+    local = build_local_set(planted, EXTRACT, result, evaluator.memo)
+    objective = LocalObjective(local, planted, models.task)
+    if scored is not None:
+        monkeypatch.setattr(objective, "score", scored)
     with dspy.context(lm=models.task):
-        found = confirmed_repairs(planted, EXTRACT, result, blame, evaluator, max_repairs=5)
-    assert not found.repairs and found.counts.not_confirmed == found.counts.tried > 0
+        return proposed, confirm_repairs(proposed, planted, EXTRACT, result, objective, first=len(local.calls))
 
 
-def test_a_confirmed_repair_of_a_call_that_already_held_the_fact_is_rejected_and_counted(planted, examples, monkeypatch):
-    """The dog's breed: the replay saves the answer, but the call's own output held what the answer needed."""
+def test_a_repair_is_confirmed_on_the_local_calls_with_no_conversation_replay(planted, examples, monkeypatch):
+    proposed, (kept, scores) = _confirmed(planted, examples, monkeypatch)
+    assert proposed.repairs and kept.repairs and kept.counts.kept == len(kept.repairs) == kept.counts.confirmed
+    assert kept.counts.lm_calls == sum(s.lm_calls for s in scores) > 0  # the local calls re-run, nothing else
+    assert all(s.fixed >= s.lost and s.own_calls >= 1 for s in scores)  # scored on the calls it was not made from
+
+
+def test_a_repair_that_loses_more_than_it_carries_is_not_kept(planted, examples, monkeypatch):
+    from memtrace_opt.optimizers.gates.local_objective import LocalScore
+
+    def losing(program, candidate, first=None):
+        return LocalScore(targets=4, carried=1, seed_carried=3, fixed=0, lost=2, bloat=0, calls=4, own_calls=1)
+
+    proposed, (kept, _) = _confirmed(planted, examples, monkeypatch, scored=losing)
+    assert proposed.repairs and not kept.repairs and kept.counts.not_confirmed == len(proposed.repairs)
+
+
+def test_a_repair_of_a_call_that_already_held_the_fact_is_rejected_and_counted(planted, examples, monkeypatch):
+    """The dog's breed: the call's own output held what the answer needed, so restating it teaches nothing."""
     import memtrace_opt.attribution._evidence as needed_module
 
     evaluator, result, blame, models = _traced(planted, examples)
     monkeypatch.setattr(needed_module.NeededInfo, "holds", lambda self, text: True)
-    with dspy.context(lm=models.task):
-        found = confirmed_repairs(planted, EXTRACT, result, blame, evaluator, max_repairs=5)
+    found = proposed_repairs(planted, EXTRACT, result, blame, evaluator.memo, max_repairs=5)
     assert not found.repairs
-    assert found.counts.lineage_rejected == found.counts.tried > 0 and found.counts.confirmed == found.counts.tried
+    assert found.counts.lineage_rejected == found.counts.tried > 0 and found.counts.confirmed == 0
 
 
 def test_as_fact_names_the_speaker():
@@ -97,16 +130,15 @@ def _decision_repairs(examples, models):
     program = Mem0Memory()
     evaluator, result, blame, models = _traced(program, examples, models)
     assert not next(c for c in result.cases if "q-sister" in c.case_id).correct  # the memory was lost
-    with dspy.context(lm=models.task):
-        return program, confirmed_repairs(program, DECIDE, result, blame, evaluator, max_repairs=5)
+    return program, proposed_repairs(program, DECIDE, result, blame, evaluator.memo, max_repairs=5)
 
 
 @pytest.mark.parametrize("event", ["UPDATE", "DELETE"])
 def test_a_repair_that_keeps_a_destroyed_memory_is_written_back_as_a_none_of_the_id_the_lm_wrote(examples, event):
     program, found = _decision_repairs(examples, _destroying(event))
-    assert found.counts.kept == 1 and found.counts.no_demo == 0 and len(found.repairs) == 1
+    assert found.counts.no_demo == 0 and len(found.repairs) == 1
     repair = found.repairs[0]
-    assert "q-sister" in repair.case_id and repair.op == "mem0.update_decision" and CLARA in repair.answer
+    assert "q-sister" in repair.case_id and repair.op == "mem0.update_decision"
     assert repair.added == ()  # a NONE adds nothing: the local check falls back to the gold answer
     demo = repair.demo(dict(program.named_predictors())[DECIDE].signature)
     recorded = repair.response.split("[[ ## memory_actions ## ]]")[1].split("[[ ## completed ## ]]")[0].strip()
@@ -126,6 +158,6 @@ def test_a_repair_that_keeps_a_destroyed_memory_is_written_back_as_a_none_of_the
 
 def test_a_changed_action_whose_written_item_is_not_certain_has_no_demo(examples):
     """The reply has a trailing comma: the adapter's parser mends it and the op reads the same actions, but the
-    written list cannot be edited item by item, so the confirmed repair is counted, not kept."""
+    written list cannot be edited item by item, so the repair is counted, not proposed."""
     _, found = _decision_repairs(examples, _destroying("UPDATE", written="mended"))
-    assert not found.repairs and found.counts.no_demo == 1 and found.counts.confirmed == 1
+    assert not found.repairs and found.counts.no_demo == 1 and found.counts.confirmed == 0

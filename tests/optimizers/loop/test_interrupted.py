@@ -1,6 +1,6 @@
 """A round the budget cuts short keeps what it had found: the blame, the chosen predictor, the repairs, the local set,
-the phase it was cut in; the closing lines say so, and an older manifest's record still reads. The clock is the
-budget's own, moved past the deadline at a chosen step, so the cut falls there on every machine."""
+the phase it was cut in and what each phase it reached cost; the closing lines say so. The clock is the budget's own,
+moved past the deadline at a chosen step, so the cut falls there on every machine."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from optfixtures import ANSWER, EXTRACT, add_rules, make_models, reflect
 
 from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer
 from memtrace_opt.optimizers.closing import closing_lines
-from memtrace_opt.optimizers.loop import rounds
-from memtrace_opt.optimizers.loop.interrupted import InterruptedRound, RoundPhase
-from memtrace_opt.optimizers.loop.plan import RoundPlan
-from memtrace_opt.optimizers.loop.records import OptimizationResult
+from memtrace_opt.optimizers.loop import engine as engine_module
+from memtrace_opt.optimizers.loop import steps
+from memtrace_opt.optimizers.loop.engine import Engine
+from memtrace_opt.optimizers.loop.records import OptimizationResult, RoundPhase, RoundPlan, RoundRecord
 from memtrace_opt.optimizers.loop.study import StudyLedger
 
 HOUR = 3600.0
@@ -73,11 +73,11 @@ def test_a_time_budget_spent_while_proposing_keeps_the_blame_the_repairs_and_the
     assert cut["chosen_predictor"] == EXTRACT and cut["blame_counts"][EXTRACT] >= 1
     assert cut["blame_counts"] == dict(sorted(cut["blame_counts"].items(), key=lambda kv: -kv[1]))
     assert "not_fixable" in cut and "findings" in cut
-    assert cut["repairs"]["tried"] >= 1 and cut["repairs"]["confirmed"] == cut["repairs"]["kept"] + \
-        cut["repairs"]["lineage_rejected"] + cut["repairs"]["no_demo"]
+    assert cut["repairs"]["tried"] >= 1 and cut["repairs"]["confirmed"] == cut["repairs"]["kept"]
     assert cut["local_set"]["predictor"] == EXTRACT and cut["local_set"]["targets"] >= 1
     assert cut["lm_calls"] >= len(seen) + cut["repairs"]["lm_calls"] and cut["seconds"] > 0
     assert cut["candidates"] == []  # no plan recorded: nothing of its candidates to show
+    assert [p["phase"] for p in cut["phases"]] == ["plan", "local set", "repairs", "proposals"]
 
     blamed = ", ".join(f"{name} {n}" for name, n in cut["blame_counts"].items())
     line = next(line for line in closing(opt) if line.startswith("round 1 cut short"))
@@ -88,59 +88,42 @@ def test_a_time_budget_spent_while_proposing_keeps_the_blame_the_repairs_and_the
     assert f"local set {local['calls']} calls / {local['targets']} targets, seed carries {local['seed_carried']}" in line
 
 
-def run_out_before(monkeypatch, clock, step: str) -> None:
-    """The clock runs out as the round calls `rounds.<step>`; the step itself still runs."""
-    real = getattr(rounds, step)
+def run_out_before(monkeypatch, clock, owner, step: str) -> None:
+    """The clock runs out as the round calls `owner.<step>`; the step itself still runs."""
+    real = getattr(owner, step)
 
     def run_out_then_step(*args, **kwargs):
         clock.run_out()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(rounds, step, run_out_then_step)
+    monkeypatch.setattr(owner, step, run_out_then_step)
 
 
 def test_a_time_budget_spent_while_repairing_keeps_the_blame_and_the_chosen_predictor(planted, examples, clock,
                                                                                         monkeypatch):
-    run_out_before(monkeypatch, clock, "confirmed_repairs")
+    run_out_before(monkeypatch, clock, steps, "confirm_repairs")
     models, engine = make_models()
     opt = loop(models)
     opt.compile(planted, trainset=examples, valset=examples)
     cut = cut_of(opt)
     assert cut["phase"] == "repairs" and cut["chosen_predictor"] == EXTRACT and cut["blame_counts"][EXTRACT] >= 1
-    assert "repairs" not in cut and "local_set" not in cut and "findings" not in cut  # not reached
+    assert "repairs" not in cut and cut["findings"] == [] and cut["local_set"]["calls"] >= 1  # the local set comes first
     assert engine.calls_for("rules") == [] and engine.calls_for("new_instruction") == []
     line = next(line for line in closing(opt) if line.startswith("round 1 cut short"))
     assert line.startswith("round 1 cut short while repairing (the time budget;") and f"chose {EXTRACT}" in line
-    assert "repairs:" not in line and "local set" not in line
-
-
-def test_an_lm_budget_spent_while_proposing_is_cut_there_too(planted, examples):
-    models, engine = make_models()
-    whole = loop(models, rounds=1, time_budget=None)
-    whole.compile(planted, trainset=examples, valset=examples)
-    first_proposal = next(i for i, call in enumerate(engine.calls) if {"rules", "new_instruction"} & set(call.output_fields))
-
-    models, _ = make_models()
-    opt = loop(models, time_budget=None, budget=first_proposal + 1)  # the first proposal is the budget's last call
-    opt.compile(planted, trainset=examples, valset=examples)
-    cut = cut_of(opt)
-    assert opt.result.stop_reason == "budget" and cut["phase"] == "proposals"
-    assert cut["chosen_predictor"] == whole.result.rounds[0].chosen_predictor
-    assert cut["blame_counts"] == whole.result.rounds[0].blame_counts
-    assert cut["repairs"] == whole.result.rounds[0].repairs and cut["local_set"] == whole.result.rounds[0].local_set
-    assert "(the LM-call budget;" in next(line for line in closing(opt) if line.startswith("round 1 cut short"))
+    assert "repairs:" not in line and "local set" in line
 
 
 def test_a_cut_before_attribution_ends_records_what_it_has(planted, examples, clock, monkeypatch):
-    run_out_before(monkeypatch, clock, "attribute_failures")
+    run_out_before(monkeypatch, clock, engine_module, "attribute_failures")
     models, _ = make_models()
     opt = MemTraceOptimizer.from_models(models, attribution="graphtrace", settings=LoopSettings.of(
         rounds=2, candidates=2, minibatch=4, time_budget=HOUR))  # graphtrace asks the attributor LM
     opt.compile(planted, trainset=examples, valset=examples)
     cut = cut_of(opt)
     assert cut["phase"] == "plan" and cut["chosen_predictor"] is None and cut["candidates"] == []
-    assert not {"blame_counts", "not_fixable", "findings", "repairs", "local_set"} & set(cut)
-    assert InterruptedRound.from_dict(cut).to_dict() == cut
+    assert cut["blame_counts"] == {} and not {"repairs", "local_set"} & set(cut)
+    assert RoundRecord.from_dict(cut).to_dict() == cut
     lines = closing(opt)
     assert lines[0] == "blamed: no round finished (the round cut short says what it found)"
     assert lines[1].startswith("round 1 cut short while tracing and attributing (the time budget;")
@@ -149,14 +132,14 @@ def test_a_cut_before_attribution_ends_records_what_it_has(planted, examples, cl
 
 def test_a_cut_among_the_candidates_names_its_phase_and_keeps_the_plan(planted, examples, clock, monkeypatch,
                                                                          tmp_path):
-    plan = rounds._plan
+    plan = Engine._record_plan
 
     def plan_then_run_out(*args, **kwargs):  # the plan is recorded, then no call is left for its candidates
         recorded = plan(*args, **kwargs)
         clock.run_out()
         return recorded
 
-    monkeypatch.setattr(rounds, "_plan", plan_then_run_out)
+    monkeypatch.setattr(Engine, "_record_plan", plan_then_run_out)
     models, _ = make_models()
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     opt = MemTraceOptimizer.from_models(models, attribution="lineage", storage=storage, settings=LoopSettings.of(
@@ -168,39 +151,22 @@ def test_a_cut_among_the_candidates_names_its_phase_and_keeps_the_plan(planted, 
     assert cut["blame_counts"] == dict(stored.blame_counts) and cut["repairs"] == dict(stored.repair_counts)
     assert len(cut["candidates"]) == len(stored.candidates) >= 1
     assert all(c["minibatch_score"] is None and "local" not in c for c in cut["candidates"])
-
-
-OLD = {"round": 1, "chosen_predictor": None, "blame_counts": {}, "candidates": [],
-       "why": "cut short: the time budget is spent, before its proposals were recorded (tracing, attributing or "
-              "proposing)"}
-OLD_PLANNED = {"round": 3, "chosen_predictor": ANSWER, "blame_counts": {ANSWER: 2},
-               "candidates": [{"instruction": "Answer in a word.", "minibatch_score": 0.5}],
-               "why": "cut short: LM-call budget of 200 spent (200 calls)"}
-
-
-def test_an_older_record_without_the_phase_still_reads_and_closes_as_it_did():
-    for old in (OLD, OLD_PLANNED):
-        cut = InterruptedRound.from_dict(old)
-        assert cut.phase is None and cut.lm_calls is None and cut.seconds is None and cut.repairs is None
-        assert cut.to_dict() == old  # written back as it was
-    manifest = {"baseline": {"val_accuracy": 0.25}, "rounds": [], "seconds": 3.0,
-                "optimizer": {"stop_reason": "budget", "lm_calls": 200, "interrupted": OLD_PLANNED}}
-    lines = closing_lines(manifest, Path("run"), report_written=False)
-    assert lines[1] == f"round 3 cut short ({ANSWER}): cut short: LM-call budget of 200 spent (200 calls)"
+    assert all(c["why"] == "not scored: the time budget is spent" for c in cut["candidates"])
 
 
 def test_the_record_round_trips_and_reaches_the_result_typed():
-    cut = InterruptedRound(2, "cut short: the time budget is spent", RoundPhase.LOCAL_SET, 41, 1803.456, EXTRACT,
-                           {EXTRACT: 3, ANSWER: 1}, {"mem0.apply": 1}, [{"pattern": "date_form", "cases": ["a"]}],
-                           {"tried": 3, "not_confirmed": 2, "kept": 1, "confirmed": 1, "lm_calls": 25})
+    cut = RoundRecord(2, {EXTRACT: 3, ANSWER: 1}, {"mem0.apply": 1}, EXTRACT, lm_calls=41, seconds=1803.456,
+                      findings=[{"pattern": "date_form", "cases": ["a"]}],
+                      repairs={"tried": 3, "not_confirmed": 2, "kept": 1, "confirmed": 1, "lm_calls": 25},
+                      cut={"phase": RoundPhase.REPAIRS.value, "why": "cut short: the time budget is spent"})
     data = cut.to_dict()
-    assert data["phase"] == "local set" and data["seconds"] == 1803.46 and "local_set" not in data
-    assert InterruptedRound.from_dict(data).to_dict() == data
+    assert data["phase"] == "repairs" and data["seconds"] == 1803.46 and "local_set" not in data
+    assert RoundRecord.from_dict(data).to_dict() == data
     result = OptimizationResult(program=None, baseline_val=0.5, interrupted=cut)
     assert result.manifest_part()["optimizer"]["interrupted"] == data
     manifest = {**result.manifest_part(), "seconds": 1900.0}
     manifest["optimizer"]["stop_reason"] = "time"
     line = closing_lines(manifest, Path("run"), report_written=False)[1]
-    assert line == (f"round 2 cut short while building the local set (the time budget; 1803 s and 41 LM calls into "
+    assert line == (f"round 2 cut short while repairing (the time budget; 1803 s and 41 LM calls into "
                     f"it): blamed {EXTRACT} 3, {ANSWER} 1; not fixable by prompts mem0.apply 1; chose {EXTRACT}; "
                     f"findings: date_form; repairs: 3 tried, 1 confirmed")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from optfixtures import BAD_EXTRACT, EXTRACT, make_models
 
+from memtrace_opt.lm.reply_cache import ReplyCache
 from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer, instructions_of, with_instruction
 from memtrace_opt.optimizers.core.program_io import demos_of
-from memtrace_opt.optimizers.gates.local_objective import LocalObjective
-from memtrace_opt.optimizers.gates.validation import ValidationGate
+from memtrace_opt.optimizers.loop.engine import RoundJobs
 from memtrace_opt.programs.mem0 import Mem0Config, Mem0Memory
 from memtrace_opt.testing import Skill
 from memtrace_opt.testing.skills import default_skills
@@ -81,41 +81,38 @@ class Killed(BaseException):
 
 
 def test_a_resumed_round_re_runs_no_local_call(windows, examples, tmp_path, monkeypatch):
+    """A run killed while it validates, resumed with its study and its reply cache: no local call reaches the model
+    twice (the cache serves every reply the killed run paid for)."""
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    asked: list[str] = []
-    original_ask = LocalObjective._ask
-
-    def counted(self, head, call):
-        asked.append(call.key)
-        return original_ask(self, head, call)
-
-    monkeypatch.setattr(LocalObjective, "_ask", counted)
-    original_score = ValidationGate.score
+    original = RoundJobs.validate
     killed = []
 
-    def dies_once(self, program, candidate):
+    def dies_once(self, candidate):
         if not killed:
             killed.append(candidate)
             raise Killed()
-        return original_score(self, program, candidate)
+        return original(self, candidate)
 
-    monkeypatch.setattr(ValidationGate, "score", dies_once)
+    monkeypatch.setattr(RoundJobs, "validate", dies_once)
+    engines = []
 
     def run():
-        models, _ = make_models(reflection=useless, rules=lambda call: {"rules": "Be brief."})
+        models, engine = make_models(reflection=useless, rules=lambda call: {"rules": "Be brief."})
+        engines.append(engine)
         opt = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(
             rounds=1, candidates=1, minibatch=4, demos=1, min_val_questions=1), attribution="lineage",
-            storage=storage, study_name="local-resume")
+            storage=storage, study_name="local-resume", replies=ReplyCache(tmp_path / "replies.sqlite"))
         opt.compile(windows, trainset=examples, valset=examples)
         return opt
 
     with pytest.raises(Killed):
         run()
-    first = len(asked)
-    assert first > 0
+    first = [repr(c.messages) for c in engines[0].calls_for("facts")]
+    assert first
     opt = run()
-    assert len(asked) == first  # every local reply came back from the study
-    assert opt.result.rounds[0].accepted
+    again = [repr(c.messages) for c in engines[1].calls_for("facts")]
+    assert not set(again) & set(first)  # every extraction the killed run paid for came back from the cache
+    assert opt.result.rounds[0].accepted and opt.result.cached_calls >= len(set(first)) - 1
 
 
 def test_without_the_local_objective_the_local_check_and_minibatch_rank(windows, examples):
@@ -123,7 +120,7 @@ def test_without_the_local_objective_the_local_check_and_minibatch_rank(windows,
     opt = loop(models, local_objective=False)
     opt.compile(windows, trainset=examples, valset=examples)
     first = opt.result.rounds[0]
-    assert first.local_set is None
+    assert first.local_set is not None and first.repairs  # built to confirm the repairs on, ranking nothing
     assert all(c.local is None or "blamed" in c.local for c in first.candidates)
     assert any(c.minibatch_score is not None for c in first.candidates)
     assert all(c.origin != "bootstrapped" for c in first.candidates)

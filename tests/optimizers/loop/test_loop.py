@@ -9,7 +9,8 @@ from memtrace_opt.optimizers.loop.records import RoundRecord
 from memtrace_opt.programs.mem0 import Mem0Memory
 
 ROUND_KEYS = {"round", "blame_counts", "not_fixable", "chosen_predictor", "previous_instruction", "candidates",
-              "accepted", "val_accuracy", "lm_calls", "lm_calls_total", "seconds", "findings"}
+              "accepted", "val_accuracy", "lm_calls", "cached_calls", "lm_calls_total", "seconds", "findings", "outcome",
+              "phases"}
 CANDIDATE_KEYS = {"instruction", "minibatch_score", "val_score", "accepted", "why"}
 
 
@@ -71,7 +72,8 @@ def test_manifest_has_the_report_shape(fake_models, planted, examples):
     assert set(part["baseline"]) == {"val_accuracy"}
     assert part["rounds"] and all(set(r) - {"local_set"} == ROUND_KEYS for r in part["rounds"])  # optional
     for record in part["rounds"]:
-        assert all(set(c) - {"local", "demos", "origin", "replayed"} == CANDIDATE_KEYS for c in record["candidates"])  # optional
+        assert all(set(c) - {"local", "demos", "origin", "replayed", "status", "rungs"} == CANDIDATE_KEYS
+                   for c in record["candidates"])  # optional
         assert all(c["origin"] == "reflection" or c["origin"].startswith("pattern:")
                    for c in record["candidates"] if "demos" not in c)  # every proposal says where it came from
         assert sum(c["accepted"] for c in record["candidates"]) == int(record["accepted"])
@@ -130,23 +132,33 @@ def test_time_budget_stops_after_the_baseline(fake_models, planted, examples):
     assert opt.result.baseline_val > 0 and instructions_of(optimized) == instructions_of(planted)
 
 
-def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, planted, examples):
+def mispriced(monkeypatch) -> None:
+    """Validations priced at nothing: the round reserves none, so the budget can cut it (a wrong estimate is the
+    one way a round the engine started is cut by the LM-call budget)."""
+    from memtrace_opt.optimizers.loop.pricing import Price, Pricer
+
+    monkeypatch.setattr(Pricer, "validation", lambda self, predictor: Price(0, 0.0))
+
+
+def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, planted, examples, monkeypatch):
     models, _ = fake_models
+    mispriced(monkeypatch)
     whole = optimizer(models, rounds=1)
     whole.compile(planted, trainset=examples, valset=examples)
     baseline_calls = whole.result.rounds[0].lm_calls_total - whole.result.rounds[0].lm_calls
-    opt = optimizer(models, rounds=6, budget=27, demos=0, local_objective=False, settings=False)  # ends while round 1 validates
+    opt = optimizer(models, rounds=6, budget=24, demos=0, local_objective=False, settings=False)  # cut among candidates
     opt.compile(planted, trainset=examples, valset=examples)
     result = opt.result
     assert result.stop_reason == "budget" and result.rounds == []
     cut = result.manifest_part()["optimizer"]["interrupted"]
     assert cut["round"] == 1 and cut["chosen_predictor"] == EXTRACT and cut["blame_counts"][EXTRACT] >= 1
-    assert cut["why"].startswith("cut short: LM-call budget of 27")
-    assert cut["phase"] == "validation" and cut["not_fixable"] == {} and 0 < cut["lm_calls"] <= 27 - baseline_calls
+    assert cut["why"].startswith("cut short: 3 LM calls left")  # too few for the next candidate: the round resumes
+    assert cut["phase"] == "candidates" and cut["not_fixable"] == {} and 0 < cut["lm_calls"] <= 24 - baseline_calls
     by_text = {c["instruction"]: c for c in cut["candidates"]}
     assert by_text[FIXED]["minibatch_score"] > 0.5 and by_text[FIXED]["local"]["fixed"] >= 1
     useless = by_text["Write short notes about the people. Skip anything about time."]
-    assert useless["minibatch_score"] is None and useless["why"].startswith("rejected by the local check")
+    assert useless["minibatch_score"] is None and useless["why"].startswith(("rejected by the local check", "not scored"))
+    assert [p["phase"] for p in cut["phases"]][-1] == "candidates"  # what each phase it reached cost: not validated
 
     # the attributor's questions are LM calls too: the budget ends while the first round attributes its failures
     opt = MemTraceOptimizer.from_models(models, settings=LoopSettings.of(rounds=6, candidates=2, minibatch=5, repairs=0,
@@ -154,7 +166,7 @@ def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, plant
     opt.compile(planted, trainset=examples, valset=examples)
     cut = opt.result.manifest_part()["optimizer"]["interrupted"]
     assert cut["chosen_predictor"] is None and cut["phase"] == "plan" and cut["candidates"] == []
-    assert "blame_counts" not in cut and "repairs" not in cut and cut["lm_calls"] >= 1  # spent before the cut
+    assert cut["blame_counts"] == {} and "repairs" not in cut and cut["lm_calls"] >= 1  # spent before the cut
     opt = optimizer(models, rounds=1)  # a run the budget did not cut records none, and times its rounds
     opt.compile(planted, trainset=examples, valset=examples)
     assert "interrupted" not in opt.result.manifest_part()["optimizer"]
@@ -179,17 +191,19 @@ def test_a_gain_of_fewer_validation_questions_than_asked_for_is_rejected(fake_mo
     assert validated and f"+ {gain / n:.3f}" in validated[0].why  # the margin: `gain` questions' worth, less a hair
 
 
-def test_calls_to_best_stop_at_the_accepting_round_when_a_later_round_is_cut_short(fake_models, planted, examples):
+def test_calls_to_best_stop_at_the_accepting_round_when_later_rounds_spend_calls(fake_models, planted, examples,
+                                                                                 monkeypatch):
     models, _ = fake_models
     whole = optimizer(models, rounds=1)
     whole.compile(planted, trainset=examples, valset=examples)
     first = whole.result.rounds[0]
     assert first.accepted and first.lm_calls_total == whole.result.lm_calls == whole.result.calls_to_best
 
-    cut = optimizer(models, rounds=6, budget=first.lm_calls_total + 3)  # a later round starts, then is cut
-    cut.compile(planted, trainset=examples, valset=examples)
-    result = cut.result
-    assert result.stop_reason == "budget" and result.rounds[0].accepted
-    assert result.manifest_part()["optimizer"]["interrupted"]["round"] == len(result.rounds) + 1
-    assert first.lm_calls_total < result.lm_calls <= first.lm_calls_total + 3
-    assert result.calls_to_best == first.lm_calls_total  # the calls of the cut round came after the best
+    mispriced(monkeypatch)  # no validation reserved: a later round spends what it has on scoring
+    later = optimizer(models, rounds=6, budget=first.lm_calls_total + 11)  # a later round scores, accepts nothing
+    later.compile(planted, trainset=examples, valset=examples)
+    result = later.result
+    assert result.stop_reason == "budget" and result.rounds[0].accepted and not result.rounds[-1].accepted
+    assert "interrupted" not in result.manifest_part()["optimizer"]  # no round started that the budget cut
+    assert first.lm_calls_total < result.lm_calls <= first.lm_calls_total + 11
+    assert result.calls_to_best == first.lm_calls_total  # the later rounds' calls came after the best

@@ -1,12 +1,12 @@
-"""A killed optimization resumes from its Optuna study without repeating finished work."""
+"""A killed optimization resumes from its study and its reply cache without paying twice for any LM call."""
 
 from __future__ import annotations
 
 import pytest
 from optfixtures import EXTRACT, FIX, add_rules, make_models, reflect
 
+from memtrace_opt.lm.reply_cache import ReplyCache
 from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer, StudyLedger, instructions_of
-from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator
 from memtrace_opt.testing import FakeCall
 from memtrace_opt.testing.skills import extract_facts
 
@@ -58,53 +58,36 @@ def test_resume_after_a_kill_between_rounds(tmp_path, planted, examples):
     assert asked == 2 * sum(1 for r in opt.result.rounds[1:] if r.candidates)
 
 
-def as_version_1(plan: dict) -> dict:
-    """`round:N` as a release before typed candidates wrote it: proposal texts, their origins, the demos."""
-    old = {k: v for k, v in plan.items() if k not in ("schema_version", "candidates")}
-    old["proposals"] = [c["instruction"] for c in plan["candidates"] if "demos" not in c]
-    old["proposal_origins"] = [c["origin"] for c in plan["candidates"] if "demos" not in c]
-    old["demos"] = next((c["demos"] for c in plan["candidates"] if "demos" in c), [])
-    return old
-
-
-@pytest.mark.parametrize("old_plan", [False, True], ids=["plan", "plan-written-by-an-earlier-release"])
-def test_resume_after_a_kill_mid_round_reuses_finished_minibatch_scores(tmp_path, planted, examples, monkeypatch,
-                                                                        old_plan):
-    storage = f"sqlite:///{tmp_path / 'study.db'}"
-    settings = SETTINGS.with_values({"local_check": False, "local_objective": False})  # the kill comes in candidate 2's minibatch run
+def test_resume_after_a_kill_mid_round_pays_for_no_call_twice(tmp_path, planted, examples):
+    """Killed in candidate 2's minibatch run and resumed with the study and the reply cache: the resumed run sends the
+    model no request the killed run had sent, and the two together send what one uninterrupted run sends."""
+    settings = SETTINGS.with_values({"local_check": False, "local_objective": False})
 
     def dies_on_second_candidate(call: FakeCall) -> dict:
         if "Skip anything about time" in call.instruction:
             raise Killed()
         return extract_facts(call)
 
+    def sent(engine) -> list[str]:
+        return [repr(c.messages) for c in engine.calls]
+
+    whole_models, whole = make_models()
+    MemTraceOptimizer.from_models(whole_models, settings=settings, attribution="lineage").compile(
+        planted, trainset=examples, valset=examples)
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
     models, engine = make_models()
     engine.skills.insert(0, type(engine.skills[0])(outputs=("facts",), fn=dies_on_second_candidate, name="dies"))
     with pytest.raises(Killed):
-        run(models, planted, examples, storage, settings)
-    ledger = StudyLedger.open(storage=storage, study_name="resume-test")
-    if old_plan:
-        ledger.put("round:1", as_version_1(ledger.get("round:1")))
-        assert "candidates" not in ledger.get("round:1")
-    origins = [c["origin"] for c in ledger.get("round:1").get("candidates") or []] or ledger.get("round:1")[
-        "proposal_origins"]
-
-    evaluations: list[int] = []
-    original = CachedEvaluator.evaluate
-
-    def counting(self, program, cases, **options):
-        evaluations.append(len(cases))
-        return original(self, program, cases, **options)
-
-    monkeypatch.setattr(CachedEvaluator, "evaluate", counting)
-    models2, _ = make_models()
-    seen = []
+        MemTraceOptimizer.from_models(models, settings=settings, attribution="lineage", storage=storage,
+                                      study_name="resume-test", replies=ReplyCache(tmp_path / "replies.sqlite")
+                                      ).compile(planted, trainset=examples, valset=examples)
+    before = sent(engine)[:-1]  # the call that died was never answered: the resumed run sends it again
+    models2, engine2 = make_models()
     opt = MemTraceOptimizer.from_models(models2, settings=settings, attribution="lineage", storage=storage,
-                                        study_name="resume-test", on_round=lambda r: seen.append(len(evaluations)))
+                                        study_name="resume-test", replies=ReplyCache(tmp_path / "replies.sqlite"))
     opt.compile(planted, trainset=examples, valset=examples)
-    # round 1 resumed: its plan and candidate 1's minibatch score came from the study; only candidate 2's
-    # minibatch run and the best candidate's validation ran again (no baseline, no plan, no candidate 1)
-    assert seen[0] == 2
-    assert evaluations[:2] == [5, len(examples)]
+    after = sent(engine2)
+    assert before and not set(before) & set(after)
+    assert sorted(set(before) | set(after)) == sorted(set(sent(whole)))
     assert opt.result.rounds[0].accepted
-    assert [c.origin for c in opt.result.rounds[0].candidates] == origins  # each proposal keeps where it came from

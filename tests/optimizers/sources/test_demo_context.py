@@ -142,7 +142,7 @@ def test_the_loop_accepts_compact_demos_for_long_context_and_full_ones_when_aske
 
     def run(compact: bool) -> list[dict]:
         opt = MemTraceOptimizer.from_models(fake_models(shy), attribution="lineage", settings=LoopSettings.of(
-            rounds=1, candidates=1, minibatch=9, demos=2, compact_demos=compact))
+            rounds=1, candidates=1, minibatch=9, demos=2, compact_demos=compact, local_objective=False))
         opt.compile(LongContextMemory(), trainset=examples, valset=examples)
         first = opt.result.rounds[0]
         winner = next(c for c in first.candidates if c.accepted)

@@ -143,11 +143,10 @@ def test_a_minibatch_with_no_correct_case_still_gets_demos_from_the_training_poo
     assert demos[0].minibatch_score == 1.0 and demos[0].accepted  # shown examples, the shy model answers
 
 
-def test_a_rewrite_ahead_on_the_minibatch_is_validated_with_the_demos_and_must_beat_them(examples):
-    """On a two-question minibatch the rewrite (2/2) beats the demos (1/2); both pass it, so the demos go to the
-    valset (7/9) and so does the rewrite with the demos (7/9: with worked examples shown the model ignores the
-    rewrite). The two together do not beat the demos alone, so the demos are taken. (The kitten's name is never
-    answered: the fake answer skill reads it as a number.)"""
+def test_a_rewrite_ahead_on_the_minibatch_is_validated_with_the_demos_first(examples):
+    """On a two-question minibatch the rewrite (2/2) beats the demos (1/2); both pass it, so the rewrite with the demos
+    goes to the valset first (7/9: with worked examples shown the model ignores the rewrite) and is taken; neither part
+    is validated. (The kitten's name is never answered: the fake answer skill reads it as a number.)"""
     missed_by_rewrite = ("When did Alice visit the Louvre museum?", "When did Bob move to Porto?")
 
     def picky_answer(call: FakeCall) -> dict:
@@ -177,13 +176,11 @@ def test_a_rewrite_ahead_on_the_minibatch_is_validated_with_the_demos_and_must_b
     first = opt.result.rounds[0]
     rewrite, demos, both = first.candidates
     assert (rewrite.minibatch_score, demos.minibatch_score, both.minibatch_score) == (1.0, 0.5, None)
-    assert (rewrite.val_score, demos.val_score, both.val_score) == (None, 7 / 9, 7 / 9)
-    assert rewrite.why == "not validated alone: validated with the demos of candidate 2" and not rewrite.accepted
-    assert both.origin == "combined" and not both.accepted and both.why.startswith(
-        "rejected: valset 0.778 not above the demos alone (0.778)")
-    assert demos.accepted
+    assert (rewrite.val_score, demos.val_score, both.val_score) == (None, None, 7 / 9)
+    assert rewrite.why == "not validated: the joined candidate was accepted first" and not rewrite.accepted
+    assert both.origin == "combined" and both.accepted and not demos.accepted
     assert first.accepted and first.val_accuracy == 7 / 9
-    assert len(demos_of(optimized)[ANSWER]) == 2 and instructions_of(optimized)[ANSWER] == first.previous_instruction
+    assert len(demos_of(optimized)[ANSWER]) == 2 and instructions_of(optimized)[ANSWER] == rewrite.instruction
 
 
 def test_demos_a_round_offered_and_the_program_did_not_take_are_not_offered_again(examples):

@@ -1,0 +1,172 @@
+"""The round as the engine runs it: priced phase by phase, validation reserved, candidates halved, nothing paid twice.
+
+A virtual clock stands in for the machine: every LM call the fake engine answers moves it one second, and every call
+is priced at one second, so what the round can afford is the same on every machine."""
+
+from __future__ import annotations
+
+import json
+
+import dspy
+import pytest
+from optfixtures import EXTRACT, make_models
+
+from memtrace_opt.lm import ModelRoles, Models
+from memtrace_opt.lm.reply_cache import ReplyCache
+from memtrace_opt.lm.roles import ModelSpec
+from memtrace_opt.memory.store import MemoryUnit
+from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer
+from memtrace_opt.optimizers.core.candidate import Candidate
+from memtrace_opt.optimizers.core.decision import Decision, Status
+from memtrace_opt.optimizers.gates.local_objective import LocalScore
+from memtrace_opt.optimizers.loop.choice import RUNG_CALLS, LocalSearch, Validation
+from memtrace_opt.optimizers.loop.pricing import Price, Pricer
+from memtrace_opt.programs.mem0 import UpdateDecision
+from memtrace_opt.testing import FakeEngine, FakeReply, Skill
+from memtrace_opt.testing.skills import default_skills
+
+
+class VirtualClock:
+    """`time` for the budget and the engine: a monotonic clock that moves only when `tick` says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def tick(self, seconds: float = 1.0) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> VirtualClock:
+    clock = VirtualClock()
+    monkeypatch.setattr("memtrace_opt.optimizers.core.budget.time", clock)
+    monkeypatch.setattr("memtrace_opt.optimizers.loop.engine.time.monotonic", clock.monotonic)
+    monkeypatch.setattr("memtrace_opt.optimizers.loop.teleprompter.time.monotonic", clock.monotonic)
+    monkeypatch.setattr(Pricer, "call_seconds", lambda self, prompt, completion, predictor="": 1.0)
+    monkeypatch.setattr(Pricer, "per_call", lambda self, predictor: 1.0)
+    return clock
+
+
+def ticking_models(clock: VirtualClock):
+    models, engine = make_models()
+    complete = engine.complete
+
+    def one_second_each(request):
+        clock.tick()
+        return complete(request)
+
+    engine.complete = one_second_each
+    return models, engine
+
+
+def test_a_round_short_of_time_reserves_its_validation_and_still_validates(planted, examples, clock):
+    whole_models, _ = ticking_models(clock)
+    whole = MemTraceOptimizer.from_models(whole_models, attribution="lineage", settings=LoopSettings.of(
+        rounds=1, candidates=2, minibatch=5, min_val_questions=1))
+    whole.compile(planted, trainset=examples, valset=examples)
+    free = whole.result.rounds[0]
+    assert free.accepted and not any(p.skipped for p in free.phases)  # with time to spare, nothing is skipped
+
+    baseline = free.lm_calls_total - free.lm_calls
+    validation = next(p for p in free.phases if p.phase.value == "validation")
+    # the clock: the baseline, the validation and a little more; the reflection LM and the settings search do not fit
+    models, engine = ticking_models(clock)
+    short = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+        rounds=1, candidates=2, minibatch=5, min_val_questions=1,
+        time_budget=baseline + validation.estimated_calls + RUNG_CALLS + 3))
+    short.compile(planted, trainset=examples, valset=examples)
+    assert short.result.interrupted is None and short.result.rounds, "no round was cut: it was planned to fit"
+    first = short.result.rounds[0]
+    phases = {p.phase.value: p for p in first.phases}
+    assert "left" in phases["proposals"].skipped and phases["proposals"].calls == 0  # no reflection call
+    assert not engine.calls_for("new_instruction") and not engine.calls_for("rules")
+    assert phases["validation"].calls > 0 and any(c.val_score is not None for c in first.candidates)
+    assert first.accepted  # a repair or bootstrapped demos, which cost no reflection call, still fixed it
+
+
+class _Trials:
+    """The narrow interface a choice policy sees, scripted: each candidate's net gain on any number of calls."""
+
+    def __init__(self, gains: list[int], local_size: int = 16) -> None:
+        self.candidates = [Candidate.of(EXTRACT, f"instruction {i}") for i in range(len(gains))]
+        self.gains = dict(zip((c.instruction for c in self.candidates), gains, strict=True))
+        self.local_size, self.margin, self.validate_top, self.cut = local_size, 1, 2, ""
+        self.rungs: list[tuple[int, int]] = []  # (candidates scored, calls each)
+        self.validated: list[str] = []
+
+    def local(self, candidates, first):
+        self.rungs.append((len(candidates), first))
+        return [LocalScore(first, 0, 0, max(0, self.gains[c.instruction]), max(0, -self.gains[c.instruction]), 0,
+                           first) for c in candidates]
+
+    def local_price(self, candidates, first):
+        return Price(len(candidates) * first, float(len(candidates) * first))
+
+    def shortfall(self, price):
+        return ""
+
+    def validate(self, candidate):
+        self.validated.append(candidate.instruction)
+        return Validation(0.9)
+
+    def decide(self, accuracy):
+        return Decision.of(Status.ACCEPTED, "accepted")
+
+
+def test_a_candidate_is_dropped_at_the_first_halving_and_the_best_goes_to_validation():
+    trials = _Trials([0, 3, -1, 1, 2, 0])
+    choice = LocalSearch(trials).choose()
+    assert trials.rungs == [(6, RUNG_CALLS), (3, 2 * RUNG_CALLS), (2, 4 * RUNG_CALLS)]  # halving, calls doubling
+    by_text = {r.instruction: r for r in choice.records}
+    dropped = by_text["instruction 2"]
+    assert dropped.status == "outranked" and dropped.why.startswith("dropped at rung 1") and len(dropped.rungs) == 1
+    assert trials.validated == ["instruction 1"] and choice.taken is not None  # the first to beat the seed, taken
+    assert by_text["instruction 4"].why == "not validated: candidate 2 was accepted first"
+
+
+def test_a_cache_hit_for_a_call_whose_memories_were_renumbered_but_whose_prompt_is_unchanged():
+    """The replay memo keys an op call by its inputs, unit ids included; the model sees the memories numbered "0",
+    "1", ... So the same memories under other unit ids miss the memo and hit the reply cache: one model call."""
+    seen = []
+
+    def decide(call):
+        seen.append(call)
+        raise FakeReply('[[ ## memory_actions ## ]]\n[{"event": "UPDATE", "id": "0", "text": "Tove rows on Sundays."}]'
+                        "\n\n[[ ## completed ## ]]")
+
+    engine = FakeEngine(skills=[Skill(("memory_actions",), decide), *default_skills()])
+    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
+    models.use_replies(ReplyCache())
+    op = UpdateDecision()
+    facts = ["Tove rows on Sundays."]
+    before = [MemoryUnit("u3", 1, "Tove rows on Saturdays.")]
+    renumbered = [MemoryUnit("u4", 1, "Tove rows on Saturdays.")]  # one fact added before it: its unit id moved
+    assert op.content_key({"facts": facts, "memories": before}) != op.content_key({"facts": facts, "memories": renumbered})
+    with dspy.context(lm=models.task):
+        first, second = op(facts=facts, memories=before), op(facts=facts, memories=renumbered)
+    assert len(seen) == 1 and models.usage.snapshot()["task"].cache_hits == 1
+    assert first.memory_actions[0]["unit_id"] == "u3" and second.memory_actions[0]["unit_id"] == "u4"
+
+
+def test_two_rows_from_one_snapshot_score_the_seed_identically_with_no_live_call(tmp_path):
+    from optfixtures import make_models as models_of
+    from toydata import write_locomo
+
+    from memtrace_opt.optimizers.comparison.compare import CompareRequest, compare_optimizers
+
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    models, engine = models_of()
+    request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "cmp", train="toy-a", val="toy-b",
+                             test="toy-c", optimizers=("memtrace", "memtrace_nopatterns"), budget=0,
+                             attribution="lineage", loop=LoopSettings.of(candidates=2, minibatch=5, repairs=0))
+    summary = compare_optimizers(request, models=models)
+    first, second = summary.rows
+    assert first.details["baseline"] == second.details["baseline"]  # the seed's validation score, the same
+    assert first.lm_calls == second.lm_calls == 0  # served by the warm-up's snapshot: no call reached the model
+    written = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert [row["lm_calls"] for row in written["rows"]] == [0, 0]
+    assert (tmp_path / "cmp" / "replies" / "warm-up.sqlite").is_file()
