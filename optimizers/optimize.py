@@ -3,7 +3,8 @@
 `optimize_system(OptimizeRequest)` is what the CLI and the tests call. It writes the run directory:
 
     config.yaml     system, settings, data slice and splits, models by role, loop settings, study
-    optuna.db       the study (one trial per candidate; a killed run resumes from it)
+    optuna.db       the study (the rounds recorded, one trial per candidate; a killed run resumes from it)
+    replies.sqlite  every LM reply of the run by what the model was sent: a resumed run pays for none twice
     manifest.json   kind "optimize": baseline {val_accuracy}, rounds [...], optimizer summary, test accuracy
                     before/after, LM usage by role, timings
     verdicts.jsonl  every attribution verdict of every round (with its round)
@@ -28,12 +29,14 @@ from typing import Any, NamedTuple
 from memtrace_opt import progress
 from memtrace_opt.data import Dataset, load_data
 from memtrace_opt.errors import ConfigError, Interrupted, MemtraceError
+from memtrace_opt.estimate import job_rates
 from memtrace_opt.lm.models import Models
+from memtrace_opt.lm.reply_cache import ReplyCache
 from memtrace_opt.optimizers.core.program_io import instructions_of, save_program
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import case_refs, evaluation_steps, make_examples
 from memtrace_opt.optimizers.evaluation.splits import SplitRequest, Splits, make_splits
-from memtrace_opt.optimizers.loop.records import RoundRecord, _redact
+from memtrace_opt.optimizers.loop.records import RoundRecord, redact_storage
 from memtrace_opt.optimizers.loop.settings import LoopSettings
 from memtrace_opt.optimizers.loop.study import default_storage
 from memtrace_opt.optimizers.loop.teleprompter import MemTraceOptimizer
@@ -43,6 +46,8 @@ from memtrace_opt.rundir import CaseRecord, RunDir, add_usage, versions
 __all__ = ["PRESETS", "OptimizeRequest", "OptimizeSummary", "optimize_system", "apply_preset"]
 
 log = logging.getLogger(__name__)
+
+REPLIES = "replies.sqlite"  # the run's reply cache, in its directory
 
 # `quick`: one short conversation slice and a couple of rounds, sized for the embedded model on 2 cores.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -233,10 +238,14 @@ def _optimize(
     storage = request.storage or default_storage(run.root)
     _write_config(run, request, student, dataset, splits, storage)
     estimated = _estimate(request, student, models, splits) if estimate else None
+    # every role's replies in the run directory: a resumed run pays for no request twice
+    models.use_replies(ReplyCache(run.root / REPLIES))
+    rates, _ = job_rates(models, measure=False)
     # a storage given (`--storage`) may be shared by other workers: they split each round's work (`loop/crew.py`)
     optimizer = MemTraceOptimizer.from_models(
         models, judge=request.judge, settings=request.settings, attribution=request.attribution,
-        storage=storage, on_round=on_round, shared=request.storage is not None, **(optimizer_options or {}),
+        storage=storage, on_round=on_round, shared=request.storage is not None, rates=rates,
+        replies=models.reply_cache, **(optimizer_options or {}),
     )
     optimized = optimizer.compile(student, trainset=make_examples(splits.train), valset=make_examples(splits.val))
     result = optimizer.result
@@ -299,7 +308,7 @@ def _write_config(run: RunDir, request: OptimizeRequest, student: Any, dataset: 
         "splits": splits.to_dict(),
         "models": request.roles.to_dict(),
         "optimizer": {"settings": request.settings.to_dict(), "attribution": request.attribution,
-                      "metric": "judge" if request.judge else "rule", "storage": _redact(storage),
+                      "metric": "judge" if request.judge else "rule", "storage": redact_storage(storage),
                       "preset": request.preset},
         "seed": request.seed,
     })

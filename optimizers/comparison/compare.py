@@ -3,10 +3,13 @@
     summary = compare_optimizers(CompareRequest(system="mem0", data="locomo", train="conv-26",
                                                 val="conv-30", test="conv-41", budget=200, out=Path("cmp")))
 
-Every optimizer starts from the same warmed-up state: the student's memory of every train and validation
-conversation and its replay memo are computed once, before any optimizer runs, and each optimizer gets its
-own copy (nothing one learns is served to another). Each then has `budget` LM calls (task + reflection, plus
-attributor calls for the attribution-guided ones); the optimized program is tested on the held-out split with
+Every optimizer starts from the same warmed-up state: the student's memory of every conversation, its answers to
+every train, validation and held-out question, its replay memo and the replies the model gave (the reply cache,
+`memtrace_opt.lm.reply_cache`) are computed once, before any optimizer runs, and each optimizer, baselines
+included, gets its own layer over that snapshot (nothing one learns is served to another). Each then has `budget`
+LM calls that reach the model (task + reflection, plus attributor calls for the attribution-guided ones; a reply
+the snapshot or the row's own cache serves costs nothing, and each row reports both counts); the optimized program
+is tested on the held-out split with
 the same metric, question by question against the unoptimized program: which questions it fixed and broke, a
 paired bootstrap interval of the change and an exact sign test (`paired.py`; on a few dozen questions a
 10-point change is seldom told from noise). Writes compare.json, compare.md, compare.png (held-out accuracy
@@ -16,9 +19,9 @@ against LM calls) and each optimizer's program under programs/<optimizer>.json (
 compare.json is rewritten after each optimizer, so a crash keeps the finished rows. With `resume`, a comparison
 whose compare.json was written with the same system, data, splits, budgets, loop settings, models and metric
 keeps those rows and runs only the optimizers that have none (or ended in an error); the rows of optimizers not
-asked this time stay in the table, after the others. The warm-up's LM replies are
-kept in a disk cache (DSPy's own where the task LM uses it, else `lm-cache/` beside compare.json), so a resumed
-run memorizes the conversations again from it instead of the model, with the same DSPy traces.
+asked this time stay in the table, after the others. The warm-up's replies are kept in `replies/warm-up.sqlite`
+beside compare.json and each row's own in `replies/ROW.sqlite`, so a resumed run memorizes the conversations again
+without the model, and a row run again pays for no reply it had.
 
 Optimizer names: memtrace (our loop with `attribution`), blame_response (our loop, every failure blamed on the
 answer op: optimizing without attribution), the ablations of our loop that differ only in how a round's
@@ -36,8 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,7 @@ from memtrace_opt import progress
 from memtrace_opt.data import load_data
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.models import Models
+from memtrace_opt.lm.reply_cache import ReplyCache
 from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
 from memtrace_opt.optimizers.comparison.paired import PairedDelta, paired_delta
 from memtrace_opt.optimizers.comparison.plot import plot_accuracy_vs_calls, points_from_rows
@@ -128,6 +131,7 @@ class CompareRow:
     paired: PairedDelta | None = None  # question by question against the baseline on the held-out split
     answers: AnswerShape | None = None  # the held-out answers' mean F1 and length, before and after
     stopped_by: str | None = None  # with stopped_by_budget: "calls" (the LM-call budget) or "time" (the clock)
+    cached_calls: int = 0  # metered calls a cache served (the warm-up's snapshot or the row's own): no model reached
     estimated_seconds: float | None = None  # what the estimate at the start said `seconds` would be (None: none made)
     settings_changed: dict[str, list[Any]] = field(default_factory=dict)  # setting -> [seed's, optimized]
     cost: dict[str, float] = field(default_factory=dict)  # the program's cost on the held-out conversations, and the seed's
@@ -230,7 +234,8 @@ class CompareSummary:
 
 
 def _warm_context(student: Any, conversations: Sequence[Any], models: Models) -> QAContext:
-    """A QAContext holding the student's memory of every conversation (its cost is nobody's budget)."""
+    """A QAContext holding the student's memory of every conversation (its cost is nobody's budget; its replies
+    are the warm-up's snapshot)."""
     context = QAContext()
     with dspy.context(lm=models.task):
         for index, conversation in enumerate(conversations, 1):
@@ -254,8 +259,8 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     optimizer = MemTraceOptimizer(
         metric, task_lm=models.task, reflection_lm=models.reflection, attributor_lm=models.attributor,
         usage=models.usage, settings=settings, attribution=method, memo=context.memo.copy(),
-        storage=None,  # an in-memory study: a comparison always starts from scratch
-        **ablation(name, order),
+        storage=None,  # an in-memory study: a comparison always starts from scratch (its replies are cached)
+        replies=models.reply_cache, rates=_rates(models), **ablation(name, order),
     )
     program = optimizer.compile(student, trainset=train, valset=val)
     result = optimizer.result
@@ -267,6 +272,14 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     # "budget" also when it stopped with calls left that could not take another candidate to a validation
     stopped_by = {"budget": "calls", "time": "time"}.get(result.stop_reason)
     return program, result.lm_calls, result.tokens, stopped_by, result.calls_to_best, details
+
+
+def _rates(models: Models) -> Any:
+    """The task model's rates on this machine where known (a round prices its phases with them), else None."""
+    from memtrace_opt.estimate import job_rates
+
+    rates, _ = job_rates(models, measure=False)
+    return rates
 
 
 def ablation(name: str, order: Sequence[str]) -> dict[str, Any]:
@@ -321,40 +334,10 @@ def _resumed_rows(out: Path, setting: dict[str, Any]) -> list[CompareRow]:
     return [row for row in rows if row.error is None]
 
 
-@contextmanager
-def _live_calls(models: Models) -> Iterator[None]:
-    """Every metered role's LM uncached while inside: an optimizer's calls and seconds are its own, never replies
-    that an earlier run (or another row) left in DSPy's cache, so each row's budget in calls and in wall time
-    buys the same work. The LMs' own settings are restored after."""
-    lms = [models.get(role) for role in METERED_ROLES]
-    caching = [lm.cache for lm in lms]
-    for lm in lms:
-        lm.cache = False
-    try:
-        yield
-    finally:
-        for lm, flag in zip(lms, caching, strict=True):
-            lm.cache = flag
-
-
-@contextmanager
-def _replies_kept(lm: Any, directory: Path) -> Iterator[None]:
-    """`lm`'s replies kept in (and served from) a disk cache at `directory` while inside: the warm-up's calls, so
-    that a resumed comparison memorizes again without the model. An LM that DSPy's own cache already serves (the
-    embedded model's default) is left to it; DSPy's global cache is restored after."""
-    if lm.cache:
-        yield
-        return
-    from dspy.clients.cache import Cache
-
-    before = dspy.cache
-    dspy.cache = Cache(enable_disk_cache=True, enable_memory_cache=False, disk_cache_dir=str(directory),
-                       disk_size_limit_bytes=2 * 1024 ** 3)
-    lm.cache = True
-    try:
-        yield
-    finally:
-        dspy.cache, lm.cache = before, False
+def _replies(out: Path, name: str, base: ReplyCache | None = None) -> ReplyCache:
+    """The reply cache of the warm-up (`name` "warm-up") or of one row, over the warm-up's (`base`), in `out`."""
+    path = out / "replies" / f"{name}.sqlite"
+    return ReplyCache(path) if base is None else base.layered(path)
 
 
 def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
@@ -390,12 +373,15 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     if progress.active() if estimate is None else estimate:
         estimated = _estimate(request, student, models, splits, [n for n in request.optimizers if n not in done])
     parts = (estimated or {}).get("parts") or {}
-    progress.stage(f"warm-up: memorize {len(conversations)} conversations, test the student", level=1)
-    with _replies_kept(models.task, out / "lm-cache"):
-        context = _warm_context(student, conversations, models)
-        tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system},
-                                 threads=request.loop.threads)
-        before = tester.evaluate(student, test_cases)
+    progress.stage(f"warm-up: memorize {len(conversations)} conversations, answer every question", level=1)
+    warm = _replies(out, "warm-up")
+    models.use_replies(warm)
+    context = _warm_context(student, conversations, models)
+    tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": request.system},
+                             threads=request.loop.threads)
+    for cases in (case_refs(train), case_refs(val)):  # the seed's answers every row starts from
+        tester.evaluate(student, cases)
+    before = tester.evaluate(student, test_cases)
     baseline = before.accuracy
     log.info("%s: held-out accuracy before optimizing %.3f", request.system, baseline)
     rows: list[CompareRow] = []
@@ -404,6 +390,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
             rows.append(done[name])
             continue
         progress.stage(f"{name} ({number}/{len(request.optimizers)})", level=1)
+        models.use_replies(_replies(out, name, warm))  # the warm-up's snapshot under the row's own replies
         row = _row(name, request, student, train, val, models, context, metric, tester, test_cases, before, out)
         row.estimated_seconds = parts.get(name)
         rows.append(row)
@@ -411,6 +398,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
                       _timing(estimated, started))
         if on_row is not None:
             on_row(row)
+    models.use_replies(None)
     rows += kept
     _write_tables(out, setting, title, baseline, rows, len(test_cases), _timing(estimated, started))
     summary = CompareSummary(out, rows, baseline, len(test_cases))
@@ -430,17 +418,16 @@ def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val
     stopped, error, program, to_best, ours_stop = False, None, student, None, None
     details: dict[str, Any] = {}
     try:
-        with _live_calls(models):
-            if name in OURS:
-                program, calls, tokens, ours_stop, to_best, details = _ours(name, request, student, train, val,
-                                                                            models, context, metric)
-                stopped = ours_stop is not None
-            else:
-                run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
-                                   context=context, seed=request.seed, time_budget=request.time_budget)
-                program, calls, tokens, stopped, error = (run.program, run.lm_calls, run.tokens,
-                                                          run.stopped_by_budget, run.error)
-                to_best = run.calls_to_best
+        if name in OURS:
+            program, calls, tokens, ours_stop, to_best, details = _ours(name, request, student, train, val,
+                                                                        models, context, metric)
+            stopped = ours_stop is not None
+        else:
+            run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
+                               context=context, seed=request.seed, time_budget=request.time_budget)
+            program, calls, tokens, stopped, error = (run.program, run.lm_calls, run.tokens,
+                                                      run.stopped_by_budget, run.error)
+            to_best = run.calls_to_best
     except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
         log.exception("%s failed", name)
         calls, tokens, error = meter.spent(), meter.tokens(), f"{type(exc).__name__}: {exc}"
@@ -456,7 +443,7 @@ def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val
     settings = {k: [v, settings_of(program)[k]] for k, v in settings_of(student).items() if settings_of(program)[k] != v}
     return CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
                       changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
-                      paired, answers, stopped_by, settings_changed=settings,
+                      paired, answers, stopped_by, settings_changed=settings, cached_calls=meter.cached(),
                       cost=_costs(student, program, test_cases) if error is None else {})
 
 
