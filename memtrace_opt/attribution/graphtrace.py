@@ -16,8 +16,9 @@ A question whose right answer is to decline (abstention) needs no question at al
 the answer op's fault. With a `judge` (the judge role), GoldError by `_gold.py`'s tests comes first.
 
 Where the case can be replayed (`config.confirm` and a `replay_provider` that gives the case a context), a
-verdict on an upstream op is confirmed by replaying that op's repair (`_confirm.py`); unconfirmed, the method
-goes on to its next faulty suspect, at most `config.max_replays` repaired replays a case. The verdict records
+verdict on an upstream op is confirmed by replaying that op's repair (`_confirm.py`); its repair rejected, the
+method tries its next faulty suspects, at most `config.max_replays` repaired replays a case, and moves to one only
+when its repair saves the answer: otherwise the first verdict stands, marked unconfirmed. The verdict records
 `confirmed` and the `replays`.
 """
 
