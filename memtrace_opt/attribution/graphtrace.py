@@ -13,7 +13,8 @@
    answer in so many words, one last question: does the evidence support the gold answer? If not: GoldError.
 5. Otherwise the structural verdict stands, with low confidence.
 A question whose right answer is to decline (abstention) needs no question at all: answering it anyway is
-the answer op's fault. With a `judge` (the judge role), GoldError by `_gold.py`'s tests comes first.
+the answer op's fault. With a `judge` (the judge role), GoldError by `_gold.py`'s tests comes first (its test of
+the gold evidence only with `config.judge_evidence`).
 
 Where the case can be replayed (`config.confirm` and a `replay_provider` that gives the case a context), a
 verdict on an upstream op is confirmed by replaying that op's repair (`_confirm.py`); its repair rejected, the
@@ -128,7 +129,7 @@ class GraphTraceAttributor:
         if isinstance(opened, Verdict):
             return opened
         view, flow = opened
-        gold = gold_verdict(case, view, flow, self.judge, self.name)
+        gold = gold_verdict(case, view, flow, self.judge, self.name, judge_evidence=self.config.judge_evidence)
         if gold is not None:
             return gold
         with Asker(self.config.max_lm_calls, self.config.max_tokens) as asker:
