@@ -206,7 +206,8 @@ def case_ticker(name: str, every: int = 5, quiet_s: float = 60.0,
 
 def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save: Any) -> dict[str, Any]:
     """Every method on the chosen cases of every part; the results are saved after each method (`save`)."""
-    config = AttributionConfig(embedder=args.embedder, max_lm_calls=args.max_calls, confirm=not args.no_confirm)
+    config = AttributionConfig(embedder=args.embedder, max_lm_calls=args.max_calls, confirm=not args.no_confirm,
+                               judge_evidence=args.judge_evidence)
     loaded = [(name, args.out / name) for name, *_ in parts(args) if (args.out / name / "cases.jsonl").exists()]
     every = [c for _, root in loaded for c in load_bench(root)[1]]
     cases = pick(every, args.max_cases)
@@ -336,9 +337,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm", default="embedded", help="task model (runs the systems, replays)")
     parser.add_argument("--attributor-lm", default=None, help="attributor model (default: the task model)")
     parser.add_argument("--judge-lm", default=None,
-                        help="judge model for the GoldError tests of lineage, graphtrace and counterfactual (gold "
-                             "evidence that does not say the gold answer; an answer in other words); none by default: "
-                             "then no method says GoldError by them")
+                        help="judge model for the GoldError tests of lineage, graphtrace and counterfactual (an "
+                             "answer in other words; with --judge-evidence also gold evidence that does not say the "
+                             "gold answer); none by default: then no method says GoldError by them")
+    parser.add_argument("--judge-evidence", action="store_true",
+                        help="with --judge-lm: also ask the judge whether the gold evidence turns say the gold answer, "
+                             "a GoldError when they do not (off by default: a small judge reads an answer the turns "
+                             "imply as not said)")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--methods", default=",".join(method_names()))
     parser.add_argument("--data", choices=("shared", "sample"), default="shared",
@@ -372,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs") / f"bench-attribution-{time.strftime('%Y%m%d-%H%M%S')}")
     args = parser.parse_args(argv)
     args.split = SPLIT_ALIASES.get(args.split, args.split)
+    if args.judge_evidence and not args.judge_lm:
+        parser.error("--judge-evidence asks the judge: name it with --judge-lm")
 
     methods = [m for m in args.methods.split(",") if m]
     unknown = sorted(set(methods) - set(method_names()))
@@ -388,12 +395,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     header = (f"task LM {args.lm}, attributor {args.attributor_lm or args.lm}"
               f"{f', judge {args.judge_lm}' if args.judge_lm else ''}"
+              f"{' (with its gold-evidence test)' if args.judge_evidence else ''}"
               f"{', gold evidence hidden (pseudo-evidence)' if args.no_gold_evidence else ''}"
               f"{f', the human-labelled {args.split} split' if args.split in LABELLED_SPLITS else ''}")
     name = results_name(args)
 
     def save(results: dict[str, Any]) -> list[tuple[str, bool]]:
         results["models"] = {"task": args.lm, "attributor": args.attributor_lm or args.lm, "judge": args.judge_lm}
+        results["judge_evidence"] = args.judge_evidence
         results["split"] = args.split
         checks = targets(results, args.split)
         results["targets"] = [{"target": line, "met": ok} for line, ok in checks]

@@ -1,15 +1,18 @@
 """Graphtrace's confirmation: a verdict on an upstream op stands confirmed only when a replay of that op's repair
-saves the answer.
+saves the answer; a replay that confirms nothing never moves the verdict.
 
-`confirm(...)` takes the method's verdicts in the order it would give them (its first verdict, then its next
-suspects). A verdict on the answer op, a GoldError or an error is returned as it is: setting the answer is no test.
-For a verdict on an upstream op, the case's conversation is replayed once unchanged (`CaseReplayer.reproduces`, not
-counted among the replays); if that reproduces the failure, the op's outputs are repaired (`repair_outputs`) and
-replayed with them forced. Saved: the verdict, `confirmed` True. Not saved: the next verdict, and so on, at most
-`max_replays` repaired replays a case. Every suspect rejected: the first verdict with `confirmed` False. A replay
-that cannot be run, a failure that does not reproduce, an op that cannot be repaired or forced, or spent replays
-leave the verdict at hand with `confirmed` None and say why in its reason. Every verdict returned after a replay
-carries the case's `replays`, and the task model's calls during them in its cost (`replay_calls`, apart from the
+`confirm(...)` takes the method's verdicts in the order it would give them (its first verdict, the structural one,
+then its next suspects). A verdict on the answer op, a GoldError or an error is returned as it is: setting the
+answer is no test. For a verdict on an upstream op, the case's conversation is replayed once unchanged
+(`CaseReplayer.reproduces`, not counted among the replays); if that reproduces the failure, the op's outputs are
+repaired (`repair_outputs`) and replayed with them forced. Saved: the verdict, `confirmed` True. Not saved: the
+next upstream suspect is tried the same way, at most `max_replays` repaired replays a case, and the first whose
+repair saves the answer is the verdict, confirmed. When none does, the first verdict stands, whatever stopped the
+search (a suspect that cannot be repaired or forced, the answer op next, spent replays, a failed replay): with
+`confirmed` False once the replay of its own repair did not save the answer (its confidence at most 0.5), else
+`confirmed` None (no replay tested it: a failure that does not reproduce, a replay that cannot be run, an op that
+cannot be repaired); its reason says it was not confirmed and why. Every verdict returned after a replay carries
+the case's `replays`, and the task model's calls during them in its cost (`replay_calls`, apart from the
 attributor's `lm_calls`). Without a replay context for the case, the first verdict is returned unchanged.
 """
 
@@ -75,26 +78,34 @@ def confirm(case: FailedCase, graph: nx.MultiDiGraph, view: GraphView, flow: Flo
     rejected: list[Verdict] = []
     current: Verdict | None = first
     while current is not None:
-        if not upstream(current, flow):
-            return _noted(current, f"replays with {_ops(rejected)} repaired did not save the answer", replayer)
+        if not upstream(current, flow):  # the answer op or a GoldError: no replay tests it
+            return _unconfirmed(first, rejected, "", replayer)
         op = str(current.op_id)
         if op in {v.op_id for v in rejected}:
             current = next(verdicts, None)
             continue
         if replayer.repaired >= max_replays:
-            note = f"unconfirmed: no replay left (at most {max_replays} a case; they went to {_ops(rejected)})"
-            return _noted(current, note, replayer)
+            return _unconfirmed(first, rejected, f"no replay left (at most {max_replays} a case)", replayer)
         try:
             replay = replayer.try_repair(op, asker)
         except Exception as error:  # noqa: BLE001
             log.warning("graphtrace: replay of %s failed: %s: %s", case.case_id, type(error).__name__, error)
-            return _noted(current, f"unconfirmed: the replay failed: {type(error).__name__}: {error}", replayer)
+            return _unconfirmed(first, rejected, f"the replay failed: {type(error).__name__}: {error}", replayer)
         if replay is None:
-            return _noted(current, f"unconfirmed: {current.op} cannot be repaired and forced in a replay", replayer)
+            return _unconfirmed(first, rejected, f"{current.op} cannot be repaired and forced in a replay", replayer)
         if replay.correct:
             note = f"confirmed: repairing {current.op} ({op}) and replaying answers {replay.answer!r}"
             return _noted(current, note, replayer, confirmed=True, confidence=max(current.confidence, 0.9))
         rejected.append(current)
         current = next(verdicts, None)
-    note = f"unconfirmed: replays with {_ops(rejected)} repaired did not save the answer"
-    return _noted(first, note, replayer, confirmed=False, confidence=min(first.confidence, 0.5))
+    return _unconfirmed(first, rejected, "", replayer)
+
+
+def _unconfirmed(first: Verdict, rejected: list[Verdict], note: str, replayer: CaseReplayer) -> Verdict:
+    """The first verdict, where it stood: no replay confirmed a suspect. `confirmed` False when the replay of its
+    own repair was rejected (`rejected` then starts with it), else None; `note` says what stopped the search."""
+    if not rejected:
+        return _noted(first, f"unconfirmed: {note}", replayer)
+    tried = f"unconfirmed: replays with {_ops(rejected)} repaired did not save the answer"
+    return _noted(first, f"{tried}; {note}" if note else tried, replayer, confirmed=False,
+                  confidence=min(first.confidence, 0.5))

@@ -13,11 +13,13 @@
    answer in so many words, one last question: does the evidence support the gold answer? If not: GoldError.
 5. Otherwise the structural verdict stands, with low confidence.
 A question whose right answer is to decline (abstention) needs no question at all: answering it anyway is
-the answer op's fault. With a `judge` (the judge role), GoldError by `_gold.py`'s tests comes first.
+the answer op's fault. With a `judge` (the judge role), GoldError by `_gold.py`'s tests comes first (its test of
+the gold evidence only with `config.judge_evidence`).
 
 Where the case can be replayed (`config.confirm` and a `replay_provider` that gives the case a context), a
-verdict on an upstream op is confirmed by replaying that op's repair (`_confirm.py`); unconfirmed, the method
-goes on to its next faulty suspect, at most `config.max_replays` repaired replays a case. The verdict records
+verdict on an upstream op is confirmed by replaying that op's repair (`_confirm.py`); its repair rejected, the
+method tries its next faulty suspects, at most `config.max_replays` repaired replays a case, and moves to one only
+when its repair saves the answer: otherwise the first verdict stands, marked unconfirmed. The verdict records
 `confirmed` and the `replays`.
 """
 
@@ -127,7 +129,7 @@ class GraphTraceAttributor:
         if isinstance(opened, Verdict):
             return opened
         view, flow = opened
-        gold = gold_verdict(case, view, flow, self.judge, self.name)
+        gold = gold_verdict(case, view, flow, self.judge, self.name, judge_evidence=self.config.judge_evidence)
         if gold is not None:
             return gold
         with Asker(self.config.max_lm_calls, self.config.max_tokens) as asker:

@@ -8,8 +8,9 @@ it stopped (a question whose right answer is to decline is the answer op's fault
 - units held it but every one was overwritten or deleted before the question -> UpdateError / DeletionError at
   the op that decided that change (Mem0's update decision, long-context trimming);
 - a unit held it at question time -> RetrievalError at the read op that dropped it, else the retrieve op.
-With a `judge` (the judge role, `_gold.py`), a case whose gold evidence turns do not hold the gold answer, or whose
-answer op was shown the needed information and answered it in other words, is a GoldError first.
+With a `judge` (the judge role, `_gold.py`), a case whose answer op was shown the needed information and answered it
+in other words is a GoldError first; with `config.judge_evidence` also one whose gold evidence turns do not hold the
+gold answer.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class LineageAttributor:
         if isinstance(opened, Verdict):
             return opened
         view, flow = opened
-        gold = gold_verdict(case, view, flow, self.judge, self.name)
+        gold = gold_verdict(case, view, flow, self.judge, self.name, judge_evidence=self.config.judge_evidence)
         if gold is not None:
             return gold
         root = flow.root(view)

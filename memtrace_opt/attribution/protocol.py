@@ -52,7 +52,10 @@ class AttributionConfig:
     `seed` for the random baseline; `max_replays` replays with a repaired op per case (counterfactual, and
     graphtrace's confirmation; the unchanged replay that checks the failure reproduces is not counted);
     `confirm`: graphtrace confirms a verdict on an upstream op by replaying its repair where the case can be
-    replayed (`--no-confirm` turns it off).
+    replayed (`--no-confirm` turns it off); `check_gold`: graphtrace's last question to the attributor LM, whether
+    the evidence supports the gold answer; `judge_evidence`: given a judge, the methods also ask it whether the
+    gold evidence turns say the gold answer, a GoldError when they do not (`_gold.py`'s first test; off unless
+    asked, `--judge-evidence`: a small judge reads an answer the turns imply as not said).
     """
 
     embedder: str = "minilm"
@@ -66,6 +69,7 @@ class AttributionConfig:
     max_replays: int = 4
     check_gold: bool = True
     confirm: bool = True
+    judge_evidence: bool = False
 
 
 @runtime_checkable

@@ -12,6 +12,7 @@ from memtrace_opt import progress as report
 from memtrace_opt.attribution.protocol import JUDGED_METHODS, LM_FREE_METHODS, REPLAY_METHODS
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, with_model_flags
+from memtrace_opt.cli.options import JudgeEvidenceOption, check_judge_evidence
 from memtrace_opt.lm.roles import ModelRoles, check_roles
 
 
@@ -27,12 +28,13 @@ def attribute_command_impl(
     progress: bool = True,
     models: Any = None,
     confirm: bool = True,
+    judge_evidence: bool = False,
 ) -> Any:
     """Attribute RUN's failed cases and print the summary tables. Returns the AttributeRunResult.
 
     counterfactual replays the cases on the task model; so does graphtrace to confirm its verdicts (`confirm`)
     when the run records the system it ran. With the judge role set (`roles.judge`), the methods that take a judge
-    get it for their GoldError tests.
+    get it for their GoldError tests (the test of the gold evidence only with `judge_evidence`).
     Progress goes to the current reporter (`memtrace_opt.progress`), else to stderr; `progress=False`: none."""
     from memtrace_opt.attribution import AttributionConfig, LMAnswerJudge, method_names
     from memtrace_opt.attribution.runs import attribute_run, replayable, run_replay_provider, summary_tables
@@ -43,6 +45,7 @@ def attribute_command_impl(
         raise ConfigError(f"unknown attribution method {method!r}; choose one of {', '.join(method_names())}")
     out = console()
     roles = roles or getattr(models, "roles", None) or ModelRoles()
+    check_judge_evidence(judge_evidence, roles)
     replays = method == "counterfactual" or (method in REPLAY_METHODS and confirm and replayable(run))
     judged = roles.judge is not None and method in JUDGED_METHODS
     needed = tuple(role for role, used in (("attributor", method not in LM_FREE_METHODS), ("task", replays),
@@ -53,7 +56,7 @@ def attribute_command_impl(
     lm = models.attributor if method not in LM_FREE_METHODS else None
     provider = run_replay_provider(run, models.task) if replays else None
     judge = LMAnswerJudge(models.judge) if judged else None
-    config = AttributionConfig(embedder=embedder, max_lm_calls=max_calls, confirm=confirm)
+    config = AttributionConfig(embedder=embedder, max_lm_calls=max_calls, confirm=confirm, judge_evidence=judge_evidence)
     started: list[int] = []
 
     def advance(done: int, total: int, verdict: Any) -> None:
@@ -99,6 +102,7 @@ def attribute_command(
     confirm: Annotated[bool, typer.Option("--confirm/--no-confirm", help="graphtrace: confirm a verdict on an "
                                           "upstream op by replaying its repair on the task model, where the run "
                                           "can be replayed.")] = True,
+    judge_evidence: JudgeEvidenceOption = False,
     *,
     roles: ModelRoles,
     config: Path | None,
@@ -109,4 +113,4 @@ def attribute_command(
     operations per system.
     """
     attribute_command_impl(run, method, roles=roles, embedder=embedder, max_calls=max_calls, threads=threads,
-                           limit=limit, progress=not quiet, confirm=confirm)
+                           limit=limit, progress=not quiet, confirm=confirm, judge_evidence=judge_evidence)

@@ -10,6 +10,7 @@ import typer
 from memtrace_opt.attribution.protocol import LM_FREE_METHODS
 from memtrace_opt.cli import app
 from memtrace_opt.cli.common import console, data_slice, with_model_flags
+from memtrace_opt.cli.options import JudgeEvidenceOption, check_judge_evidence
 from memtrace_opt.lm.roles import ModelRoles, check_roles
 
 bench_app = typer.Typer(help="MemTraceBench: build labelled failures, score attribution methods.", no_args_is_help=True)
@@ -91,6 +92,7 @@ def bench_eval_impl(
     fresh: bool = False,
     gold_evidence: bool = True,
     confirm: bool = True,
+    judge_evidence: bool = False,
 ) -> Any:
     """Score attribution methods on the benchmark in `bench`; print accuracy, cost and confusion tables. The task
     model replays the cases for counterfactual, and for graphtrace's confirmation unless `confirm` is off; the cost
@@ -112,7 +114,8 @@ def bench_eval_impl(
         raise ConfigError(f"unknown attribution method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}")
     lm = task_lm = judge = None
     roles = roles or getattr(models, "roles", None) or ModelRoles()
-    config = AttributionConfig(embedder=embedder, max_lm_calls=max_calls, confirm=confirm)
+    check_judge_evidence(judge_evidence, roles)
+    config = AttributionConfig(embedder=embedder, max_lm_calls=max_calls, confirm=confirm, judge_evidence=judge_evidence)
     replayed = any(replays(m, config) for m in methods)
     judged = roles.judge is not None and any(m in JUDGED_METHODS for m in methods)
     needed = tuple(role for role, used in (("attributor", any(m not in LM_FREE_METHODS for m in methods)),
@@ -191,6 +194,7 @@ def bench_eval_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
     confirm: Annotated[bool, typer.Option("--confirm/--no-confirm", help="graphtrace: confirm a verdict on an "
                                           "upstream op by replaying its repair on the task model.")] = True,
+    judge_evidence: JudgeEvidenceOption = False,
     *,
     roles: ModelRoles,
     config: Path | None,
@@ -202,4 +206,4 @@ def bench_eval_command(
     a stopped eval resumes where it stopped (--fresh starts over, e.g. with another attributor model)."""
     bench_eval_impl(bench, list(method or ["lineage"]), roles=roles, embedder=embedder, max_calls=max_calls,
                     limit=limit, threads=threads, progress=not quiet, fresh=fresh, gold_evidence=gold_evidence,
-                    confirm=confirm)
+                    confirm=confirm, judge_evidence=judge_evidence)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from memtrace_opt.config import load_config, merge, roles_from_config
+from memtrace_opt.errors import ConfigError
 from memtrace_opt.lm.roles import ModelRoles
 
 MODEL_HELP = "embedded[:1.5b|0.5b|smollm2|/path.gguf], fake, or a LiteLLM model string such as openai/gpt-4.1-mini"
@@ -45,6 +46,14 @@ AttributorLmOption = Annotated[
 ]
 AttributorApiBaseOption = Annotated[
     Optional[str], typer.Option("--attributor-api-base", help="API base URL for the attributor model.")  # noqa: UP045
+]
+
+JudgeEvidenceOption = Annotated[
+    bool,
+    typer.Option("--judge-evidence/--no-judge-evidence",
+                 help="With --judge-lm: also ask the judge whether the gold evidence turns say the gold answer, and "
+                      "call a case whose turns do not a GoldError (lineage, graphtrace, counterfactual). Off by "
+                      "default: a small judge reads an answer the turns imply as not said."),
 ]
 
 GoldOption = Annotated[
@@ -82,6 +91,12 @@ def model_overrides(
 def config_from_cli(config_path: Path | None, **model_flags: str | None) -> dict[str, Any]:
     """The config file (if any) with the model flags layered over it."""
     return merge(load_config(config_path), model_overrides(**model_flags))
+
+
+def check_judge_evidence(judge_evidence: bool, roles: ModelRoles) -> None:
+    """`--judge-evidence` asks the judge role: without one it would change nothing, so it is a usage error."""
+    if judge_evidence and roles.judge is None:
+        raise ConfigError("--judge-evidence asks the judge role: name it with --judge-lm (or models.judge in --config)")
 
 
 def roles_from_cli(config_path: Path | None, **model_flags: str | None) -> ModelRoles:

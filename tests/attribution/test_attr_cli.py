@@ -129,3 +129,25 @@ def test_a_judge_role_reaches_the_methods_that_take_it(run_dir, attribute_calls)
                                       "--judge-lm", "fake", "-q"])
     assert result.exit_code == 0, result.output
     assert isinstance(attribute_calls[0]["judge"], LMAnswerJudge) and attribute_calls[0]["replay_provider"] is None
+
+
+@pytest.mark.parametrize(("flags", "asked"), [([], False), (["--judge-evidence"], True)])
+def test_the_judges_gold_evidence_test_runs_only_when_asked(run_dir, attribute_calls, flags, asked) -> None:
+    result = CliRunner().invoke(app, ["attribute", str(run_dir), "-m", "lineage", "--embedder", "hash",
+                                      "--judge-lm", "fake", "-q", *flags])
+    assert result.exit_code == 0, result.output
+    assert attribute_calls[0]["config"].judge_evidence is asked
+
+
+def test_judge_evidence_without_a_judge_is_a_usage_error(run_dir, attribute_calls, capsys) -> None:
+    from memtrace_opt.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["attribute", str(run_dir), "-m", "lineage", "--embedder", "hash", "--judge-evidence", "-q"])
+    assert exit_info.value.code == 2 and attribute_calls == []
+    assert "--judge-evidence asks the judge role" in capsys.readouterr().err
+
+
+def test_the_attribute_help_names_the_judges_gold_evidence_test() -> None:
+    result = CliRunner().invoke(app, ["attribute", "--help"], env={"COLUMNS": "200"})
+    assert "--judge-evidence" in result.output and "Off by default" in result.output

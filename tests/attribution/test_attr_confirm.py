@@ -1,5 +1,5 @@
-"""graphtrace's confirmation: a verdict on an upstream op is confirmed by replaying that op's repair; unconfirmed,
-the method goes on to its next suspect."""
+"""graphtrace's confirmation: a verdict on an upstream op is confirmed by replaying that op's repair; its repair
+rejected, the next suspect is tried, and only a replay that saves the answer moves the verdict."""
 
 from __future__ import annotations
 
@@ -60,13 +60,32 @@ def test_when_no_repair_saves_the_answer_the_first_verdict_stands_unconfirmed(at
     assert verdict.confidence <= 0.5 and "did not save the answer" in verdict.reason
 
 
-def test_a_rejected_suspect_gives_way_to_the_answer_op_which_no_replay_tests(blames_every_op) -> None:
+@pytest.mark.parametrize(("system", "fault"), [("mem0", "deletion"), ("mem0", "update"), ("mem0", "extraction"),
+                                             ("rag", "retrieval"), ("evermemos", "extraction")])
+def test_replays_that_confirm_nothing_never_move_the_verdict(blames_every_op, system, fault) -> None:
+    built = build(system, fault)
+    structural = graphtrace(built.graph, blames_every_op, config=AttributionConfig(embedder="hash", confirm=False))
+    verdict = graphtrace(built.graph, blames_every_op, FakeReplay(lambda forced: False))
+    assert (verdict.op_id, verdict.error_type) == (structural.op_id, structural.error_type) == (built.op_id,
+                                                                                                  built.error_type)
+    assert verdict.confirmed is False and verdict.reason.startswith(f"{structural.reason} (unconfirmed: ")
+
+
+def test_a_rejected_repair_keeps_the_verdict_when_the_next_suspect_cannot_be_replayed(blames_every_op) -> None:
+    built = build("mem0", "extraction")  # suspects: the extraction that lost the name, then the retrieval
+    verdict = graphtrace(built.graph, blames_every_op, FakeReplay(lambda forced: False))
+    assert (verdict.op, verdict.error_type, verdict.confirmed) == ("mem0.extract_facts", "ExtractionError", False)
+    assert [r.op_id for r in verdict.replays] == [None, built.op_id] and verdict.confidence <= 0.5
+    assert "did not save the answer; mem0.retrieve cannot be repaired and forced" in verdict.reason
+
+
+def test_a_rejected_suspect_does_not_give_way_to_the_answer_op(blames_every_op) -> None:
     built = build("rag", "retrieval")
     replay = FakeReplay(lambda forced: False)
     verdict = graphtrace(built.graph, blames_every_op, replay)
-    assert verdict.error_type == "ResponseError" and verdict.op == "rag.answer"
-    assert verdict.confirmed is None and [r.op_id for r in verdict.replays] == [None, built.op_id]
-    assert "rag.retrieve" in verdict.reason
+    assert (verdict.op_id, verdict.error_type) == (built.op_id, "RetrievalError")
+    assert verdict.confirmed is False and [r.op_id for r in verdict.replays] == [None, built.op_id]
+    assert "unconfirmed: replays with rag.retrieve" in verdict.reason
 
 
 def test_at_most_max_replays_repaired_replays_a_case(blames_every_op) -> None:
@@ -74,7 +93,7 @@ def test_at_most_max_replays_repaired_replays_a_case(blames_every_op) -> None:
     replay = FakeReplay(lambda forced: False)
     verdict = graphtrace(built.graph, blames_every_op, replay, AttributionConfig(embedder="hash", max_replays=1))
     assert len(replay.calls) == 2  # the unchanged replay is not counted
-    assert verdict.op == "mem0.retrieve" and verdict.confirmed is None and "no replay left" in verdict.reason
+    assert (verdict.op, verdict.confirmed) == ("mem0.update_decision", False) and "no replay left" in verdict.reason
 
 
 def test_a_case_that_cannot_be_replayed_keeps_its_verdict_unconfirmed(attributor_lm) -> None:

@@ -1,5 +1,5 @@
-"""GoldError by the judge role: gold evidence turns that do not hold the gold answer, and an answer op that was
-shown the needed information and answered it in other words."""
+"""GoldError by the judge role: an answer op that was shown the needed information and answered it in other words,
+and, only when asked (`judge_evidence`), gold evidence turns that do not hold the gold answer."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from memtrace_opt.attribution import (
 from memtrace_opt.testing.fake_lm import FakeEngine, Skill, fake_lm
 
 CONFIG = AttributionConfig(embedder="hash")
+EVIDENCE_TEST = AttributionConfig(embedder="hash", judge_evidence=True)
 
 
 class FakeJudge:
@@ -36,10 +37,22 @@ def case_for(graph, gold: str = "Biscuit", prediction: str = "Max", abstention: 
     return FailedCase(QID, question, gold, prediction, EVIDENCE, "test", "s1", graph=graph)
 
 
-def verdict_of(method: str, case: FailedCase, judge: AnswerJudge | None, lm=None):
+def verdict_of(method: str, case: FailedCase, judge: AnswerJudge | None, lm=None, config=EVIDENCE_TEST):
     options = {"judge": judge} if judge is not None else {}
-    [verdict] = attribute_cases([case], method, lm=lm, config=CONFIG, **options)
+    [verdict] = attribute_cases([case], method, lm=lm, config=config, **options)
     return verdict
+
+
+def says_only(means_gold):
+    """The judge role on the scripted fake LM: CORRECT when `means_gold(prediction)`; the texts it was asked about."""
+    asked: list[str] = []
+
+    def grade(call):
+        asked.append(call.inputs["prediction"])
+        return {"reason": "compared", "verdict": "CORRECT" if means_gold(call.inputs["prediction"]) else "WRONG"}
+
+    engine = FakeEngine(skills=[Skill(outputs=("verdict",), fn=grade)], model="fake-judge")
+    return LMAnswerJudge(fake_lm(engine=engine, name="fake/judge")), asked
 
 
 def test_the_fake_judge_is_an_answer_judge() -> None:
@@ -65,6 +78,28 @@ def test_gold_evidence_turns_that_do_not_hold_the_gold_answer_make_a_gold_error(
     assert verdict.reason.startswith("the gold evidence turns do not hold the gold answer")
     [(question, gold, shown)] = judge.asked
     assert (question, gold) == (QUESTION, "Waffles") and "a beagle named Biscuit" in shown
+
+
+@pytest.mark.parametrize("method", ["lineage", "graphtrace"])
+def test_the_judge_reads_the_gold_evidence_only_when_asked(method, attributor_lm) -> None:
+    built = build("rag", "retrieval")
+    judge, asked = says_only(lambda text: "Waffles" in text)  # the turns name the beagle Biscuit, never Waffles
+    case = case_for(built.graph, gold="Waffles")
+    default = verdict_of(method, case, judge, attributor_lm, config=CONFIG)
+    assert default.error_type != "GoldError" and asked == []
+    assert not AttributionConfig().judge_evidence
+    asked_for = verdict_of(method, case, judge, attributor_lm)
+    assert (asked_for.error_type, asked_for.op_id) == ("GoldError", None)
+    assert len(asked) == 1 and "a beagle named Biscuit" in asked[0]
+
+
+def test_by_default_the_judge_still_finds_an_answer_in_other_words() -> None:
+    built = build("rag", "response")
+    prediction = "her new beagle, the one called Biscuit-the-pup"
+    judge, asked = says_only(lambda text: text == prediction)
+    verdict = verdict_of("lineage", case_for(built.graph, prediction=prediction), judge, config=CONFIG)
+    assert verdict.error_type == "GoldError" and verdict.reason.startswith("answered in other words")
+    assert asked == [prediction]
 
 
 def test_without_a_judge_a_gold_answer_the_turns_lack_is_not_guessed_at() -> None:

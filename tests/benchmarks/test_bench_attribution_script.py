@@ -184,6 +184,32 @@ def test_judge_lm_gives_the_methods_a_judge_for_their_gold_tests(tmp_path, monke
     assert ("judge fake" in (out / "results.md").read_text()) == judged
 
 
+@pytest.mark.parametrize("asked", [False, True])
+def test_the_judges_gold_evidence_test_runs_only_with_judge_evidence(tmp_path, monkeypatch, asked):
+    import memtrace_opt.benchmarks.bench_attribution as script
+
+    configs = []
+    real = script.eval_bench
+
+    def spy(*args, **kwargs):
+        configs.append(kwargs["config"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(script, "eval_bench", spy)
+    split, out = _human_split(tmp_path), tmp_path / "attr"
+    main(["--lm", "fake", "--split", "dev", "--split-dir", str(split), "--embedder", "hash", "--methods", "lineage",
+          "--judge-lm", "fake", "--out", str(out), *(["--judge-evidence"] if asked else [])])
+    assert configs and all(c.judge_evidence is asked for c in configs)
+    assert json.loads((out / "results.json").read_text())["judge_evidence"] is asked
+    assert ("gold-evidence test" in (out / "results.md").read_text()) == asked
+
+
+def test_judge_evidence_without_a_judge_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--lm", "fake", "--split", "dev", "--judge-evidence", "--out", str(tmp_path / "o")])
+    assert exit_info.value.code == 2 and "--judge-evidence asks the judge" in capsys.readouterr().err
+
+
 def test_case_ticker_prints_every_fifth_case_the_last_and_any_slow_one(capsys: pytest.CaptureFixture[str]) -> None:
     from memtrace_opt.benchmarks.bench_attribution import case_ticker
 
