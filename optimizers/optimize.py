@@ -32,6 +32,7 @@ from memtrace_opt.lm.models import Models
 from memtrace_opt.optimizers.core.program_io import instructions_of, save_program
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import case_refs, evaluation_steps, make_examples
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
 from memtrace_opt.optimizers.evaluation.splits import SplitRequest, Splits, make_splits
 from memtrace_opt.optimizers.loop.records import RoundRecord, _redact
 from memtrace_opt.optimizers.loop.settings import LoopSettings
@@ -299,7 +300,7 @@ def _write_config(run: RunDir, request: OptimizeRequest, student: Any, dataset: 
         "splits": splits.to_dict(),
         "models": request.roles.to_dict(),
         "optimizer": {"settings": request.settings.to_dict(), "attribution": request.attribution,
-                      "metric": "judge" if request.judge else "rule", "storage": _redact(storage),
+                      "metric": AnswerMetric(judge=request.judge).name, "storage": _redact(storage),
                       "preset": request.preset},
         "seed": request.seed,
     })

@@ -15,8 +15,8 @@ Which words count decides whether a text "holds the answer", so a list is chosen
   naming it ("she", "two days ago") and the words of an absolute date (months, weekdays): attribution's test of a
   fact written with a pronoun or a relative date (`NeededInfo.written`).
 - `MONTHS`, `MONTH_NUMBERS`, `WEEKDAYS`, `RELATIVE_DAYS`: the calendar's names in order, for every module that reads
-  or writes a date (the programs' relative-date hints, the optimizer's date patterns and its reflection filter, the
-  fake LM); `CALENDAR_WORDS` and `RELATIVE_TIME_WORDS` are made of them.
+  or writes a date (scoring's date forms, `metrics.dates`; the programs' relative-date hints; the optimizer's date
+  patterns and its reflection filter; the fake LM); `CALENDAR_WORDS` and `RELATIVE_TIME_WORDS` are made of them.
 - `CHAT_STOP_WORDS`: the fake LM's reading of chat text (`testing.skills`): `FACT_STOP_WORDS` plus chat filler
   ("oh", "yeah", "thanks"), contractions written without their apostrophe, and vague words ("thing", "lot").
 
