@@ -17,6 +17,8 @@ Which words count decides whether a text "holds the answer", so a list is chosen
 - `MONTHS`, `MONTH_NUMBERS`, `WEEKDAYS`, `RELATIVE_DAYS`: the calendar's names in order, for every module that reads
   or writes a date (scoring's date forms, `metrics.dates`; the programs' relative-date hints; the optimizer's date
   patterns and its reflection filter; the fake LM); `CALENDAR_WORDS` and `RELATIVE_TIME_WORDS` are made of them.
+- `english_words()`: the whole English words of the vocabulary the package ships for its embedder (uncased
+  WordPiece, about 22,000 words): what the gold revision reads as a word, not two glued ones (`data.gold`).
 - `CHAT_STOP_WORDS`: the fake LM's reading of chat text (`testing.skills`): `FACT_STOP_WORDS` plus chat filler
   ("oh", "yeah", "thanks"), contractions written without their apostrophe, and vague words ("thing", "lot").
 
@@ -26,10 +28,12 @@ The lists hold lower-case, unstemmed words; a caller that stems its tokens stems
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from types import MappingProxyType
 
 __all__ = ["CALENDAR_WORDS", "CHAT_STOP_WORDS", "FACT_STOP_WORDS", "FUNCTION_WORDS", "MONTHS", "MONTH_NUMBERS",
-           "PERSONAL_PRONOUNS", "RELATIVE_DAYS", "RELATIVE_TIME_WORDS", "SCORING_STOP_WORDS", "WEEKDAYS"]
+           "PERSONAL_PRONOUNS", "RELATIVE_DAYS", "RELATIVE_TIME_WORDS", "SCORING_STOP_WORDS", "WEEKDAYS",
+           "english_words"]
 
 #: Function words an answer can leave out and still say the same: prepositions of place and relation, copulas
 #: and auxiliaries, demonstratives.
@@ -90,3 +94,13 @@ CHAT_STOP_WORDS = FACT_STOP_WORDS | frozenset(
     one ones thing things kind pretty well still even way now already own name named near around
     across through after before during since until while because though""".split()
 )
+
+
+@cache
+def english_words() -> frozenset[str]:
+    """The whole words of letters in the embedder's vocabulary (`embed.VOCAB_FILE`), lower case: no word piece
+    ("##ing"), no marker ("[CLS]"), no number."""
+    from memtrace_opt.embed import VOCAB_FILE
+
+    lines = VOCAB_FILE.read_text(encoding="utf-8").split()
+    return frozenset(line for line in lines if line.isalpha() and line.isascii())
