@@ -20,7 +20,7 @@ upstream computes it, does not. Its versions (`RULES`; `score_answer(..., rule=.
   2031"), exactly (the parts the gold names, each the same, and no more: "2031-10-01" gives a day "October 2031"
   never gave; no other date) and with the gold's other content words ("the week before ..."); never right,
   an answer that names another date than the gold's (another day, month or year: "15 October 2031" for "14
-  October 2031", which F1 accepts), nor a bare number where the gold is that number with a unit ("3" for "3 weeks
+  October 2031", which F1 accepts), nor a bare number where the gold is that number with a unit ("5" for "5 weeks
   ago"): the score reports that one apart (`bare_number`) instead of letting F1 accept or reject it silently.
 """
 
@@ -136,8 +136,8 @@ def _number(token: str) -> bool:
 
 
 def bare_number(text: str, gold: str) -> bool:
-    """`text` is a number alone and `gold` that number with a unit or more words, and names no date: "3" or
-    "three" for "3 weeks ago", not "3 weeks", nor "3" for "3" or for "in 2031"."""
+    """`text` is a number alone and `gold` that number with a unit or more words, and names no date: "5" or
+    "five" for "5 weeks ago", not "5 weeks", nor "5" for "5" or for "in 2031"."""
     tokens = answer_tokens(spell_numbers(text), stem=False)
     if len(tokens) != 1 or not _number(tokens[0]) or find_dates(gold, years=True):
         return False

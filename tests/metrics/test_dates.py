@@ -97,15 +97,15 @@ def test_a_multi_hop_gold_of_two_dates_needs_both() -> None:
     assert not score_answer(gold, "2031-10-14, 2031-11-04").correct_by_rule
 
 
-@pytest.mark.parametrize(("gold", "prediction"), [("3 weeks ago", "3"), ("3 weeks ago", "three"),
+@pytest.mark.parametrize(("gold", "prediction"), [("5 weeks ago", "5"), ("5 weeks ago", "five"),
                                                    ("2 kayaks", "2."), ("four months", "4")])
 def test_a_bare_number_for_a_number_with_a_unit_is_reported_apart(gold: str, prediction: str) -> None:
     score = score_answer(make(gold, "single-hop"), prediction)
     assert score.bare_number and not score.correct_by_rule
 
 
-@pytest.mark.parametrize(("gold", "prediction"), [("3 weeks ago", "3 weeks"), ("3", "3"), ("three", "3"),
-                                                   ("in 2031", "2031"), ("3 weeks ago", "5"), ("14 October 2031", "14")])
+@pytest.mark.parametrize(("gold", "prediction"), [("5 weeks ago", "5 weeks"), ("5", "5"), ("five", "5"),
+                                                   ("in 2031", "2031"), ("5 weeks ago", "3"), ("14 October 2031", "14")])
 def test_what_is_no_bare_number(gold: str, prediction: str) -> None:
     assert not score_answer(make(gold, "single-hop"), prediction).bare_number
 
@@ -117,7 +117,7 @@ def test_the_first_rule_neither_reports_nor_refuses_a_bare_number() -> None:
 
 def test_the_rule_is_named_and_a_score_says_which_scored_it() -> None:
     assert TOKEN_RULE == RULES[-1] == "token-rule-v2"
-    score = score_answer(make("3 weeks ago", "single-hop"), "3")
+    score = score_answer(make("5 weeks ago", "single-hop"), "5")
     assert AnswerScore.from_dict(score.to_dict()) == score
     old = {k: v for k, v in score.to_dict().items() if k not in ("bare_number", "scored_by")}
     assert AnswerScore.from_dict(old).scored_by == "token-rule-v1"  # written before the rule had versions

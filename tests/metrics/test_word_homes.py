@@ -12,9 +12,8 @@ from pathlib import Path
 
 from memtrace_opt.data import ABSTAIN_ANSWER
 from memtrace_opt.metrics.words import MONTHS, RELATIVE_DAYS, WEEKDAYS
+from tests.sources import ROOT, docstring_ids, package_sources
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("memtrace_opt", "programs", "optimizers", "benchmarks")
 WORD_HOME = Path("memtrace_opt/metrics/words.py")
 ABSTAIN_HOME = Path("memtrace_opt/data/_types.py")
 LISTS = {"months": frozenset(MONTHS), "weekdays": frozenset(WEEKDAYS), "relative days": frozenset(RELATIVE_DAYS)}
@@ -22,22 +21,11 @@ A_LIST = 3  # this many names of one list in one literal is a copy of the list
 _WORD = re.compile(r"[a-z]+")
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    """The ids of the docstring nodes of a module, its classes and functions."""
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first.value))
-    return found
-
-
 def literals(source: str) -> Iterator[tuple[int, str]]:
     """(line, text) of every string literal of `source` but docstrings, a tuple, list or set of strings read as
     one text (a list of names written one string each)."""
     tree = ast.parse(source)
-    docstrings = _docstrings(tree)
+    docstrings = docstring_ids(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             yield node.lineno, node.value
@@ -57,11 +45,6 @@ def copies(source: str, where: Path) -> list[str]:
         if where != ABSTAIN_HOME and text.strip().lower() == ABSTAIN_ANSWER.lower():
             found.append(f"{where}:{line}: the abstaining answer")
     return found
-
-
-def package_sources() -> Iterator[Path]:
-    for package in PACKAGES:
-        yield from sorted((ROOT / package).rglob("*.py"))
 
 
 def test_the_finder_sees_a_list_written_again_and_spares_docstrings() -> None:

@@ -124,7 +124,7 @@ def test_the_metric_is_named_by_the_token_rule_it_scores_with():
     from memtrace_opt.metrics import TOKEN_RULE
 
     assert AnswerMetric().name == TOKEN_RULE and AnswerMetric(judge=True).name == "judge"
-    question = Question("q1", "How long ago did Odalys move?", "3 weeks ago", "single-hop", 1, ("D1:3",))
-    bare = AnswerMetric()(question, "3")
+    question = Question("q1", "How long ago did Odalys move?", "5 weeks ago", "single-hop", 1, ("D1:3",))
+    bare = AnswerMetric()(question, "5")
     assert not bare.correct and bare.scores["bare_number"] == 1.0
-    assert "bare_number" not in AnswerMetric()(question, "three weeks ago").scores
+    assert "bare_number" not in AnswerMetric()(question, "five weeks ago").scores
