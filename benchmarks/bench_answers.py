@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     evaluator = task_evaluator(args)
     before = evaluator.evaluate(make_program(args.system), cases)
     print(f"{len(cases)} held-out questions; unoptimized: accuracy {before.accuracy:.3f}, mean F1 "
-          f"{before.mean_f1:.3f}, {before.mean_words:.1f} words per answer\n")
+          f"{before.mean_f1:.3f}, {before.mean_words:.1f} words per answer; accuracy by {evaluator.metric.name}\n")
     print("| program | accuracy | fixed / broken | mean F1 | words |")
     print("|---|---|---|---|---|")
     results = {}

@@ -28,6 +28,7 @@ from memtrace_opt.benchmarks.split_args import add_split_arguments, usage_errors
 def main(argv: list[str] | None = None) -> int:
     from memtrace_opt.cli.common import data_slice
     from memtrace_opt.lm.roles import ModelRoles, ModelSpec
+    from memtrace_opt.metrics import TOKEN_RULE
     from memtrace_opt.optimizers.comparison.compare import (
         CompareRequest,
         compare_optimizers,
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = [f"# bench_optimize\n\ndata {shown} (train {args.train}, val {args.val}, test {args.test}, "
               f"sessions {args.sessions}, {args.per_split} questions per split), model {args.lm}, "
               f"budget {args.budget} LM calls"
-              f"{f' or {args.time_budget:.0f} s' if args.time_budget else ''} per optimizer, attribution {args.attribution}, metric: token rule\n"]
+              f"{f' or {args.time_budget:.0f} s' if args.time_budget else ''} per optimizer, attribution {args.attribution}, metric: {TOKEN_RULE}\n"]
     for system in [s for s in args.systems.split(",") if s]:
         started = time.time()
         request = CompareRequest(

@@ -26,6 +26,7 @@ from memtrace_opt.benchmarks.progress_display import with_progress  # noqa: E402
 from memtrace_opt.data import DataSlice, parse_sessions  # noqa: E402
 from memtrace_opt.lm.models import Models  # noqa: E402
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec  # noqa: E402
+from memtrace_opt.metrics import TOKEN_RULE  # noqa: E402
 from memtrace_opt.runner import RunRequest, run_system  # noqa: E402
 
 SYSTEMS = ("long_context", "rag", "mem0", "evermemos")
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     header = ["system", "questions", "F1", "J", "rule acc", "task LM calls", "of them cached", "LM calls/q", "s total", "s/q", "op failures"]
     print(f"\n{args.data} sessions {args.sessions or 'all'}, samples {args.samples or 'all'}, task LM {args.lm}; "
-          "seconds include cached LM calls (a rerun of the same prompts is served from DSPy's cache)\n")
+          f"rule acc by {TOKEN_RULE}; seconds include cached LM calls (a rerun of the same prompts is served from DSPy's cache)\n")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for r in rows:

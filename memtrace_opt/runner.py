@@ -29,7 +29,7 @@ from memtrace_opt.data import Conversation, Dataset, DataSlice, Question, load_d
 from memtrace_opt.errors import ConfigError, DatasetError, Interrupted, MemtraceError
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.roles import ModelRoles
-from memtrace_opt.metrics import CategoryTable, ScoreRow, category_table, score_answer
+from memtrace_opt.metrics import TOKEN_RULE, CategoryTable, ScoreRow, category_table, score_answer
 from memtrace_opt.programs import MemoryProgram, make_program
 from memtrace_opt.redact import redact
 from memtrace_opt.rundir import SCHEMA_VERSION, CaseRecord, RunDir, add_usage, versions
@@ -90,10 +90,11 @@ def load_program_state(program: MemoryProgram, path: Path) -> None:
 def score_case(
     question: Question, prediction: str, *, judge: Any | None, judge_lm: dspy.LM | None
 ) -> tuple[dict[str, float | None], bool]:
-    """Scores (f1, bleu1, judge) and whether the answer counts as correct.
+    """Scores (f1, bleu1, judge; `bare_number` 1.0 for a number alone where the gold has a unit, which the token
+    rule reports apart) and whether the answer counts as correct.
 
     Abstention/adversarial questions are scored as the datasets define them (the rule); otherwise the judge's
-    verdict decides when there is one, else the token rule (`score_answer`'s correct_by_rule).
+    verdict decides when there is one, else the token rule (`score_answer`'s correct_by_rule, `TOKEN_RULE`).
     """
     lexical = score_answer(question, prediction)
     judged: bool | None = None
@@ -106,6 +107,8 @@ def score_case(
         "bleu1": round(lexical.bleu1, 4),
         "judge": None if judged is None else float(judged),
     }
+    if lexical.bare_number:
+        scores["bare_number"] = 1.0
     return scores, bool(correct)
 
 
@@ -317,6 +320,7 @@ class _Tally:
             "conversations_done": len(by),
             "questions": len(counted),
             "correct": sum(r.correct for r in counted),
+            "bare_numbers": sum(r.bare_number for r in counted),
             "op_failures": sum(by.values()),
         }
         return category_table(counted), counts, by
@@ -448,6 +452,7 @@ class _Conversations:
             "counts": counts,
             "op_failures_by_conversation": op_failures_by,
             "accuracy": table.to_dict(),
+            "rule": TOKEN_RULE,
             **({"estimate": self.estimated} if self.estimated is not None else {}),
             **more,
         }
@@ -504,7 +509,7 @@ def _estimate(request: RunRequest, program: MemoryProgram, models: Models, datas
 
 def _row(case: CaseRecord) -> ScoreRow:
     return ScoreRow(case.category, case.scores.get("f1") or 0.0, case.scores.get("judge"), case.correct,
-                    case.scores.get("bleu1"))
+                    case.scores.get("bleu1"), bool(case.scores.get("bare_number")))
 
 
 def _case(request: RunRequest, dataset: Dataset, conversation: Conversation, question: Question, answer: str,

@@ -35,6 +35,7 @@ from memtrace_opt.lm.reply_cache import ReplyCache
 from memtrace_opt.optimizers.core.program_io import instructions_of, save_program
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import case_refs, evaluation_steps, make_examples
+from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
 from memtrace_opt.optimizers.evaluation.splits import SplitRequest, Splits, make_splits
 from memtrace_opt.optimizers.loop.records import RoundRecord, redact_storage
 from memtrace_opt.optimizers.loop.settings import LoopSettings
@@ -308,7 +309,7 @@ def _write_config(run: RunDir, request: OptimizeRequest, student: Any, dataset: 
         "splits": splits.to_dict(),
         "models": request.roles.to_dict(),
         "optimizer": {"settings": request.settings.to_dict(), "attribution": request.attribution,
-                      "metric": "judge" if request.judge else "rule", "storage": redact_storage(storage),
+                      "metric": AnswerMetric(judge=request.judge).name, "storage": redact_storage(storage),
                       "preset": request.preset},
         "seed": request.seed,
     })

@@ -28,6 +28,7 @@ from memtrace_opt.memory.ops import LMOperation, OperationFailed
 from memtrace_opt.memory.roles import OpRole
 from memtrace_opt.memory.store import MemoryUnit
 from memtrace_opt.metrics import is_decline
+from memtrace_opt.metrics.words import MONTH_NUMBERS, RELATIVE_DAYS, WEEKDAYS
 
 __all__ = [
     "ABSTAIN_ANSWER",
@@ -77,10 +78,6 @@ def clip_text(text: str, max_tokens: int) -> str:
 # dates --------------------------------------------------------------------------------------------------
 _LOCOMO_DATE = re.compile(r"(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})")  # "4:20 pm on 12 April, 2021"
 _ISO_DATE = re.compile(r"(\d{4})[/-](\d{1,2})[/-](\d{1,2})")  # "2021/04/24 (Sat) 09:40"
-_MONTHS = {m.lower(): i for i, m in enumerate(
-    ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-     "November", "December"], start=1)}
-_MONTHS.update({name[:3]: i for name, i in list(_MONTHS.items())})
 
 
 def parse_date(text: str | None) -> date | None:
@@ -95,9 +92,9 @@ def parse_date(text: str | None) -> date | None:
         except ValueError:
             return None
     match = _LOCOMO_DATE.search(text)
-    if match and match.group(2).lower() in _MONTHS:
+    if match and match.group(2).lower() in MONTH_NUMBERS:
         try:
-            return date(int(match.group(3)), _MONTHS[match.group(2).lower()], int(match.group(1)))
+            return date(int(match.group(3)), MONTH_NUMBERS[match.group(2).lower()], int(match.group(1)))
         except ValueError:
             return None
     return None
@@ -115,10 +112,9 @@ def day_month_year(day: date | datetime) -> str:
     return f"{day.day} {day.strftime('%B %Y')}"
 
 
-_WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _RELATIVE = re.compile(
-    r"\b(yesterday|today|tonight|tomorrow|(?:last|next|this) (?:week(?:end)?|month|year|"
-    + "|".join(_WEEKDAY_NAMES)
+    r"\b(" + "|".join(RELATIVE_DAYS) + r"|(?:last|next|this) (?:week(?:end)?|month|year|"
+    + "|".join(WEEKDAYS)
     + r")|(?:a|one|two|three|few) (?:days?|weeks?|months?|years?) ago)\b",
     re.IGNORECASE,
 )
@@ -137,8 +133,8 @@ def _resolve_one(expression: str, day: date) -> str | None:
     if phrase == "tomorrow":
         return day_month_year(day + timedelta(days=1))
     which, _, unit = phrase.partition(" ")
-    if unit in _WEEKDAY_NAMES:
-        target = _WEEKDAY_NAMES.index(unit)
+    if unit in WEEKDAYS:
+        target = WEEKDAYS.index(unit)
         delta = (day.weekday() - target) % 7 or 7
         if which == "next":
             return f"{unit.capitalize()}, " + day_month_year(day + timedelta(days=(target - day.weekday()) % 7 or 7))

@@ -7,6 +7,7 @@ import pytest
 from memtrace_opt.data import DataSlice
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.roles import ModelRoles, ModelSpec
+from memtrace_opt.metrics import TOKEN_RULE
 from memtrace_opt.rundir import RunDir
 from memtrace_opt.runner import RunRequest, run_system
 from memtrace_opt.tracing import load_graph, read_events
@@ -40,6 +41,8 @@ def test_run_writes_the_run_directory_of_the_design(tmp_path, system):
     assert manifest["counts"]["questions"] == 13
     assert manifest["usage"]["task"]["calls"] > 0
     assert manifest["accuracy"]["overall"]["count"] == 13
+    assert manifest["rule"] == manifest["accuracy"]["rule"] == TOKEN_RULE  # which rule scored the table
+    assert manifest["counts"]["bare_numbers"] == manifest["accuracy"]["overall"]["bare_numbers"] == 0
 
 
 def test_slicing_and_judge_scores_reach_the_cases(tmp_path):

@@ -38,14 +38,14 @@ def test_a_run_records_what_the_gold_revision_changed(tmp_path: Path) -> None:
     recorded = run.read_config()["data"]
     assert recorded["slice"]["gold"] == "corrected"
     assert recorded["gold"] == {"gold": "corrected", "corrections": None,
-                                "changed": {"qa_corrections": 0, "glued_words": 1}}
+                                "changed": {"qa_corrections": 0, "glued_words": 1, "glued_pairs": 0}}
     assert {c.question_id: c.gold for c in run.read_cases()}["demo-1:q0"] == "sketching herons"
 
     upstream = RunRequest(system="long_context", data=str(data), out=tmp_path / "up", roles=FAKE, judge=False,
                           data_slice=DataSlice(sample_ids=("demo-1",), gold="upstream"),
                           program_settings={"embedder": "hash"})
     run = RunDir(run_system(upstream, progress=False).run_dir)
-    assert run.read_config()["data"]["gold"]["changed"] == {"qa_corrections": 0, "glued_words": 0}
+    assert run.read_config()["data"]["gold"]["changed"] == {"qa_corrections": 0, "glued_words": 0, "glued_pairs": 0}
     assert {c.question_id: c.gold for c in run.read_cases()}["demo-1:q0"] == "sketchingherons"
 
 
@@ -53,5 +53,5 @@ def test_an_optimization_records_the_changes_per_split(tmp_path: Path) -> None:
     dataset = load_data(str(_data(tmp_path)))
     splits = make_splits(dataset, train="demo-1", val="demo-3", test="demo-2")
     assert _gold_by_split(dataset, splits) == {
-        "gold": "corrected", "corrections": None, "train": {"qa_corrections": 0, "glued_words": 1},
-        "val": {"qa_corrections": 0, "glued_words": 0}, "test": {"qa_corrections": 0, "glued_words": 1}}
+        "gold": "corrected", "corrections": None, "train": {"qa_corrections": 0, "glued_words": 1, "glued_pairs": 0},
+        "val": {"qa_corrections": 0, "glued_words": 0, "glued_pairs": 0}, "test": {"qa_corrections": 0, "glued_words": 1, "glued_pairs": 0}}

@@ -33,11 +33,12 @@ from memtrace_opt.attribution import (
     action_unit,
     value_parts,
 )
+from memtrace_opt.data import ABSTAIN_ANSWER
 
 __all__ = ["Plan", "plan_injections", "INJECTABLE"]
 
 INJECTABLE = (EXTRACTION, UPDATE, DELETION, RETRIEVAL, RESPONSE)
-WRONG_ANSWER = "Not mentioned in the conversation"
+WRONG_ANSWER = ABSTAIN_ANSWER  # a decline: wrong for every question that has an answer
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 Holds = Callable[[Any], bool]

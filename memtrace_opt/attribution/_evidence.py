@@ -30,7 +30,7 @@ __all__ = ["Evidence", "NeededInfo", "content_tokens", "find_evidence", "needed_
 
 _WORD = re.compile(r"[a-z0-9]+")
 _CALENDAR = frozenset(porter_stem(w) for w in CALENDAR_WORDS)
-# the words of a date answer besides its numbers and calendar words ("the week before 9 June 2023")
+# the words of a date answer besides its numbers and calendar words ("the weekend after 14 October 2031")
 _DATE_UNITS = frozenset(porter_stem(w) for w in "day week weekend month year before after early late mid".split())
 
 
@@ -125,8 +125,8 @@ class NeededInfo:
         segment with a pronoun or a relative time word ("she", "two days ago") holds the answer's content words
         other than the people's names (the question's names and `people`), every number among them. Where the
         answer is a date and the segment says a relative one, the relative date stands for it: the segment must hold
-        the question's own content words instead, the people left out ("Dana's father passed away two days ago" for
-        "When did Dana's father pass away?", gold "25 January 2023"). Meant for values that
+        the question's own content words instead, the people left out ("Odalys launched her kayak two days ago" for
+        "When did Odalys launch her kayak?", gold "14 October 2031"). Meant for values that
         descend from an evidence turn (`_provenance.py`); `holds` is the test for any value."""
         if self.abstention or not self.answer_tokens:
             return False

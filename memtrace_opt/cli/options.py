@@ -59,7 +59,7 @@ JudgeEvidenceOption = Annotated[
 GoldOption = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option("--gold", help="Gold answers: corrected (the QA corrections file found beside the data, glued words "
-                 "split; the default) or upstream (the file as published)."),
+                 "and glued pairs split; the default) or upstream (the file as published)."),
 ]
 
 

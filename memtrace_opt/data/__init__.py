@@ -6,6 +6,7 @@ from memtrace_opt.data._types import (
     ABSTAIN_ANSWER,
     CATEGORY_ORDER,
     DEFAULT_GOLD,
+    GLUED_PAIRS,
     GLUED_WORDS,
     GOLD_CHOICES,
     QA_CORRECTIONS,
@@ -19,7 +20,14 @@ from memtrace_opt.data._types import (
     category_sort_key,
     session_of,
 )
-from memtrace_opt.data.gold import CORRECTIONS_FILE, corrections_beside, revise_gold, split_glued_words
+from memtrace_opt.data.gold import (
+    CORRECTIONS_FILE,
+    ConversationWords,
+    corrections_beside,
+    revise_gold,
+    split_glued_pairs,
+    split_glued_words,
+)
 from memtrace_opt.data.loader import SAMPLE_PATH, load_dataset, load_sample
 from memtrace_opt.data.locomo import LOCOMO_CATEGORIES, clean_evidence, load_locomo
 from memtrace_opt.data.longmemeval import load_longmemeval
@@ -38,6 +46,7 @@ __all__ = [
     "CATEGORY_ORDER",
     "CORRECTIONS_FILE",
     "DEFAULT_GOLD",
+    "GLUED_PAIRS",
     "GLUED_WORDS",
     "GOLD_CHOICES",
     "QA_CORRECTIONS",
@@ -45,6 +54,7 @@ __all__ = [
     "SAMPLE_PATH",
     "SOURCES",
     "Conversation",
+    "ConversationWords",
     "DataSlice",
     "DataSpec",
     "Dataset",
@@ -69,6 +79,7 @@ __all__ = [
     "resolve_data",
     "revise_gold",
     "session_of",
+    "split_glued_pairs",
     "split_glued_words",
     "user_data_dir",
 ]

@@ -211,7 +211,8 @@ DEFAULT_GOLD = "corrected"
 # the rules of the corrected gold, by the names GoldRevision counts them
 QA_CORRECTIONS = "qa_corrections"
 GLUED_WORDS = "glued_words"
-GOLD_RULES = (QA_CORRECTIONS, GLUED_WORDS)
+GLUED_PAIRS = "glued_pairs"
+GOLD_RULES = (QA_CORRECTIONS, GLUED_WORDS, GLUED_PAIRS)
 
 
 @dataclass(frozen=True)

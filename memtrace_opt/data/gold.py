@@ -1,6 +1,6 @@
 """Which gold answers a run is scored against: the file as published (`upstream`) or `corrected`.
 
-`corrected` (the default) applies two rules, in this order, before the data is sliced:
+`corrected` (the default) applies three rules, in this order, before the data is sliced:
 
 - the QA corrections file beside a LoCoMo file (`locomo10_pr28_qa_changes.jsonl` beside `locomo10.json`, one
   JSON line per changed question: `{sample_id, qa_index, upstream: {question, answer | adversarial_answer,
@@ -10,9 +10,18 @@
 - glued gold words: a gold word the question's evidence turns never write, where they write its parts
   apart, is split the same way ("watchingmovies" -> "watching movies" when a turn says "watching movies"); a
   number glued to a word of three letters or more that the conversation never writes so ("21Janury" ->
-  "21 Janury"); a comma between two letters gets its space ("Boston,Denver" -> "Boston, Denver": the token
-  rule, as LoCoMo's upstream normalisation, deletes commas). Without these the token rule and attribution's
-  "holds the answer" test fail on such a gold answer whatever the answer.
+  "21 Janury"); a comma between two letters, or a letter and a quote, gets its space ("Boston,Denver" ->
+  "Boston, Denver", 'kayak,"Blue Heron"' -> 'kayak, "Blue Heron"': the token rule, as LoCoMo's upstream
+  normalisation, deletes commas);
+- glued pairs: a gold word that is no word of the conversation (`ConversationWords`: one it writes, or a form of
+  one, by its stem) nor of English (`metrics.words.english_words`), and that is two words of the conversation
+  one of which is a function word (`metrics.words.FUNCTION_WORDS`), is split in two ("tothe" -> "to the",
+  "ferryon" -> "ferry on"); where several cuts qualify, the one with the longest first part ("themin" -> "them
+  in", not "the min"). The function word keeps a compound the lexicon lacks whole ("sunporch") from being cut.
+  A word with punctuation inside ("kayak-rack") is no glued word: the token rule reads the answer's the same.
+
+Without these the token rule and attribution's "holds the answer" test fail on such a gold answer whatever the
+answer.
 
 `GoldRevision` records which questions each rule changed; a run's config and an optimization's manifest
 report the counts for their questions.
@@ -31,6 +40,7 @@ from typing import Any
 
 from memtrace_opt.data._types import (
     DEFAULT_GOLD,
+    GLUED_PAIRS,
     GLUED_WORDS,
     GOLD_CHOICES,
     GOLD_RULES,
@@ -42,11 +52,14 @@ from memtrace_opt.data._types import (
 )
 from memtrace_opt.data.locomo import parse_question
 from memtrace_opt.errors import DatasetError
+from memtrace_opt.metrics._porter import porter_stem
+from memtrace_opt.metrics.words import FUNCTION_WORDS, english_words
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CORRECTIONS_FILE", "DEFAULT_GOLD", "GLUED_WORDS", "GOLD_CHOICES", "QA_CORRECTIONS", "GoldRevision",
-           "QAChange", "corrections_beside", "read_corrections", "revise_gold", "split_glued_words"]
+__all__ = ["CORRECTIONS_FILE", "DEFAULT_GOLD", "GLUED_PAIRS", "GLUED_WORDS", "GOLD_CHOICES", "QA_CORRECTIONS",
+           "ConversationWords", "GoldRevision", "QAChange", "corrections_beside", "read_corrections", "revise_gold",
+           "split_glued_pairs", "split_glued_words"]
 
 CORRECTIONS_FILE = "locomo10_pr28_qa_changes.jsonl"
 
@@ -54,7 +67,8 @@ CORRECTIONS_FILE = "locomo10_pr28_qa_changes.jsonl"
 _CHUNK = re.compile(r"(?<!\S)([^\sA-Za-z0-9]*)([A-Za-z0-9]+)([^\sA-Za-z0-9]*)(?!\S)")
 _NUMBER_WORD = re.compile(r"(\d+)([A-Za-z]{3,})")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
-_COMMA_GLUE = re.compile(r"(?<=[A-Za-z]),(?=[A-Za-z])")
+_COMMA_GLUE = re.compile(r"(?<=[A-Za-z\"']),(?=[\"']?[A-Za-z])")
+_LETTERS = re.compile(r"[a-z0-9]+")
 _MAX_PARTS = 4
 _MIN_PART = 2
 
@@ -114,6 +128,7 @@ def revise_gold(dataset: Dataset, gold: str, corrections: Path | None = None) ->
     conversations = []
     for conversation in dataset.conversations:
         questions = []
+        words = ConversationWords.of(conversation)
         for question in conversation.questions:
             try:
                 revised = _corrected(conversation, question, by_sample.get(conversation.sample_id, {}))
@@ -124,10 +139,13 @@ def revise_gold(dataset: Dataset, gold: str, corrections: Path | None = None) ->
                 continue
             if revised != question:
                 changed[QA_CORRECTIONS].append(question.question_id)
-            split = split_glued_words(conversation, revised)
+            split = split_glued_words(conversation, revised, words)
             if split != revised:
                 changed[GLUED_WORDS].append(question.question_id)
-            questions.append(split)
+            paired = split_glued_pairs(conversation, split, words)
+            if paired != split:
+                changed[GLUED_PAIRS].append(question.question_id)
+            questions.append(paired)
         conversations.append(replace(conversation, questions=tuple(questions)))
     revision = GoldRevision("corrected", corrections.name if corrections is not None else None,
                             {rule: tuple(ids) for rule, ids in changed.items()}, tuple(removed))
@@ -154,20 +172,36 @@ def _corrected(conversation: Conversation, question: Question, changes: Mapping[
     return parse_question(change.corrected, index, conversation.sample_id)
 
 
-def split_glued_words(conversation: Conversation, question: Question) -> Question:
-    """`question` with the glued words of its gold answer split (module doc); itself when there are none."""
+@dataclass(frozen=True)
+class ConversationWords:
+    """The words a conversation writes (its turns with their captions, its session dates): as the token rule reads
+    them ("self-made" gives "selfmade") and between punctuation ("self", "made"); and their stems."""
+
+    words: frozenset[str]
+    stems: frozenset[str]
+
+    @classmethod
+    def of(cls, conversation: Conversation) -> ConversationWords:
+        texts = [t.display_text() for t in conversation.turns()] + [s.date_time or "" for s in conversation.sessions]
+        text = " ".join(texts)
+        words = frozenset(_tokens(text)) | frozenset(_LETTERS.findall(text.lower()))
+        return cls(words, frozenset(porter_stem(w) for w in words))
+
+    def says(self, word: str) -> bool:
+        """Whether the conversation writes `word` (lower case), or a form of it ("walks" where it writes "walk")."""
+        return word in self.words or porter_stem(word) in self.stems
+
+
+def split_glued_words(conversation: Conversation, question: Question,
+                      words: ConversationWords | None = None) -> Question:
+    """`question` with the glued words of its gold answer split (module doc); itself when there are none. `words`:
+    the conversation's (`ConversationWords.of(conversation)` when not given)."""
     if question.abstention:
         return question
     turns = [conversation.turn(e) for e in question.evidence if conversation.has_turn(e)]
     evidence = _tokens(" ".join(t.display_text() for t in turns))
     known = set(evidence)
-    written: set[str] = set()
-
-    def said(word: str) -> bool:  # the conversation writes this token somewhere (dates included)
-        if not written:
-            texts = [t.display_text() for t in conversation.turns()] + [s.date_time or "" for s in conversation.sessions]
-            written.update(_tokens(" ".join(texts)))
-        return word in written
+    written = (words if words is not None else ConversationWords.of(conversation)).words
 
     def split(match: re.Match[str]) -> str:
         lead, word, tail = match.groups()
@@ -182,7 +216,7 @@ def split_glued_words(conversation: Conversation, question: Question) -> Questio
                 start += len(part)
             return lead + " ".join(cuts) + tail
         number = _NUMBER_WORD.fullmatch(word)
-        if number and not said(low):
+        if number and low not in written:
             return f"{lead}{number.group(1)} {number.group(2)}{tail}"
         return match.group()
 
@@ -209,4 +243,32 @@ def _adjacent_parts(word: str, tokens: list[str]) -> list[str] | None:
             parts.append(token)
             if joined == word:
                 return parts
+    return None
+
+
+def split_glued_pairs(conversation: Conversation, question: Question,
+                      words: ConversationWords | None = None) -> Question:
+    """`question` with each glued pair of its gold answer cut in two (module doc); itself when there is none."""
+    if question.abstention:
+        return question
+    said = words if words is not None else ConversationWords.of(conversation)
+
+    def split(match: re.Match[str]) -> str:
+        lead, word, tail = match.groups()
+        first = _first_of_pair(word.lower(), said)
+        return match.group() if first is None else f"{lead}{word[:len(first)]} {word[len(first):]}{tail}"
+
+    answer = _CHUNK.sub(split, question.answer)
+    return question if answer == question.answer else replace(question, answer=answer)
+
+
+def _first_of_pair(word: str, said: ConversationWords) -> str | None:
+    """The first part of the cut that makes `word` a glued pair (module doc), the longest that does; None when
+    `word` is a word, or no cut makes it a pair."""
+    if not word.isalpha() or said.says(word) or word in english_words():
+        return None
+    for cut in range(len(word) - _MIN_PART, _MIN_PART - 1, -1):
+        first, second = word[:cut], word[cut:]
+        if (first in FUNCTION_WORDS or second in FUNCTION_WORDS) and said.says(first) and said.says(second):
+            return first
     return None

@@ -165,7 +165,7 @@ class _Measure(dspy.Signature):
 
 
 _PEOPLE = ("Mira Okafor", "Tomasz Lind", "Ines Varga", "Paulo Reyes", "Hana Sato", "Jonas Brekke")
-_DOINGS = ("planted tomatoes in the allotment behind the library", "signed up for a pottery class in Dunmere",
+_DOINGS = ("planted tomatoes in the allotment behind the library", "joined a bell-ringing club in Dunmere",
            "fixed the bicycle her brother left in the shed", "baked rye bread for the street fair",
            "booked a train to the coast for the long weekend", "started reading a novel about lighthouse keepers")
 

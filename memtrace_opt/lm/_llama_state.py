@@ -193,7 +193,7 @@ class GreedyGrammar:
     """A grammar checked against greedy decoding: the greedy token stands when the grammar accepts it; only
     otherwise is the grammar applied to every candidate and the best allowed token taken. At temperature 0 this
     picks exactly the token that masking first and then taking the argmax picks (the argmax of the allowed
-    tokens is the overall argmax whenever that one is allowed), at a fraction of the cost per step."""
+    tokens is the overall argmax whenever that one is allowed), for much less work per step."""
 
     _dtype = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
 

@@ -1,5 +1,6 @@
 """Answer metrics: LoCoMo token F1 and BLEU-1, category-aware scoring, the LLM judge, result tables; the one rule
-for a reply that declines (`is_decline`) and the word lists of every "holds the answer" test (`metrics.words`).
+for a reply that declines (`is_decline`), the token rule's version (`TOKEN_RULE`, its date forms in `metrics.dates`)
+and the word lists of every "holds the answer" test (`metrics.words`).
 
 The judge (`LLMJudge`, `JudgeAnswer`, `JudgeResult`, `parse_verdict`) imports dspy, so it is loaded
 on first use rather than with this package.
@@ -11,7 +12,7 @@ from typing import Any
 
 from memtrace_opt.metrics._porter import porter_stem
 from memtrace_opt.metrics.declines import is_decline
-from memtrace_opt.metrics.score import CORRECT_F1, AnswerScore, is_abstention, score_answer
+from memtrace_opt.metrics.score import CORRECT_F1, RULES, TOKEN_RULE, AnswerScore, is_abstention, score_answer
 from memtrace_opt.metrics.table import CategoryStats, CategoryTable, ScoreRow, category_table
 from memtrace_opt.metrics.text import (
     TokenScores,
@@ -33,7 +34,9 @@ __all__ = [
     "CORRECT_F1",
     "FACT_STOP_WORDS",
     "FUNCTION_WORDS",
+    "RULES",
     "SCORING_STOP_WORDS",
+    "TOKEN_RULE",
     "AnswerScore",
     "CategoryStats",
     "CategoryTable",

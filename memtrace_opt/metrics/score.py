@@ -5,11 +5,23 @@
 - multi-hop: comma-separated multi-answer F1;
 - open-domain: only the part of the gold before the first ';' counts (upstream does the same);
 - everything else: token F1.
-`correct_by_rule` is the judge-free verdict: the abstention check for abstention questions; otherwise
-F1 > 0.5, or every gold content word appears in the prediction (verbose but right answers; stop words
-such as "in" or "was" need not, see `metrics.words.SCORING_STOP_WORDS`), and never when the prediction declines.
-The rule reads a numeral and its number word as the same token ("3 years" is
-"three years", "2" is "two"; 0 to 20 and the tens), where F1, as upstream computes it, does not.
+
+`correct_by_rule` is the judge-free verdict of the token rule, named `TOKEN_RULE` wherever results are written
+(a run's manifest, a comparison's setting, the optimizer's manifest as its metric, the result tables):
+the abstention check for abstention questions; otherwise F1 > 0.5, or every gold content word appears in the
+prediction (verbose but right answers; stop words such as "in" or "was" need not, see
+`metrics.words.SCORING_STOP_WORDS`), and never when the prediction declines. The rule reads a numeral and its
+number word as the same token ("3 years" is "three years", "2" is "two"; 0 to 20 and the tens), where F1, as
+upstream computes it, does not. Its versions (`RULES`; `score_answer(..., rule=...)` scores by an earlier one):
+
+- `token-rule-v1`: the rule above;
+- `token-rule-v2`: also right, an answer that names the gold's date in another written form
+  (`metrics.dates`: "2031-10-14" or "Tuesday, 14/10/2031" for "14 October 2031", "Oct. 2031" for "October
+  2031"), exactly (the parts the gold names, each the same, and no more: "2031-10-01" gives a day "October 2031"
+  never gave; no other date) and with the gold's other content words ("the week before ..."); never right,
+  an answer that names another date than the gold's (another day, month or year: "15 October 2031" for "14
+  October 2031", which F1 accepts), nor a bare number where the gold is that number with a unit ("5" for "5 weeks
+  ago"): the score reports that one apart (`bare_number`) instead of letting F1 accept or reject it silently.
 """
 
 from __future__ import annotations
@@ -19,10 +31,14 @@ from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 from memtrace_opt.data import Question
+from memtrace_opt.metrics.dates import find_dates, names_dates, other_date, without_dates
 from memtrace_opt.metrics.declines import is_decline
-from memtrace_opt.metrics.text import bleu1, content_recall, multi_answer_f1, token_scores
+from memtrace_opt.metrics.text import answer_tokens, bleu1, content_recall, multi_answer_f1, token_scores
+from memtrace_opt.metrics.words import SCORING_STOP_WORDS
 
 CORRECT_F1 = 0.5
+RULES = ("token-rule-v1", "token-rule-v2")
+TOKEN_RULE = RULES[-1]  # the rule results are scored by (module doc)
 
 _NUMBER_WORDS = dict(enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -36,7 +52,9 @@ is_abstention = is_decline
 
 @dataclass(frozen=True)
 class AnswerScore:
-    """Lexical scores of one prediction; `rule` names how they were computed."""
+    """Lexical scores of one prediction: `rule` names how F1 was computed ("f1", "multi-f1", "abstention"),
+    `scored_by` the token rule's version that gave `correct_by_rule`; `bare_number`: the prediction is a number
+    alone where the gold has that number with a unit (never right, reported apart)."""
 
     f1: float
     bleu1: float
@@ -44,13 +62,17 @@ class AnswerScore:
     abstained: bool
     correct_by_rule: bool
     rule: str
+    bare_number: bool = False
+    scored_by: str = TOKEN_RULE
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AnswerScore:
-        return cls(**{k: data[k] for k in ("f1", "bleu1", "recall", "abstained", "correct_by_rule", "rule")})
+        """A score as `to_dict` wrote it; one written before the rule had versions was scored by the first."""
+        return cls(**{k: data[k] for k in ("f1", "bleu1", "recall", "abstained", "correct_by_rule", "rule")},
+                   bare_number=bool(data.get("bare_number", False)), scored_by=str(data.get("scored_by", RULES[0])))
 
 
 def spell_numbers(text: str) -> str:
@@ -82,24 +104,74 @@ def _right(scores: _Lexical, gold_words: str) -> bool:
 GOLD_WORDS = ("content", "all")
 
 
-def score_answer(question: Question, prediction: str | None, *, gold_words: str = "content") -> AnswerScore:
-    """Score `prediction` against `question`'s gold answer according to its category. `gold_words="all"` is
-    the rule before the content-word test (every gold token, stop words too), to compare recorded verdicts."""
+def _content_words(text: str) -> set[str]:
+    """The stemmed words of `text` less the scoring stop words, numerals spelled; none when only stop words are."""
+    return {t for t in answer_tokens(spell_numbers(text)) if t not in SCORING_STOP_WORDS}
+
+
+class DateTest(NamedTuple):
+    """`token-rule-v2`'s reading of the dates of an answer and its gold: whether the answer names the gold's date
+    (`names`) or another one (`other`)."""
+
+    names: bool
+    other: bool
+
+
+def date_test(text: str, gold: str) -> DateTest:
+    """`names`: `gold` names a date, `text` names it in any written form and no other (`metrics.dates.names_dates`)
+    and holds the gold's other content words ("the weekend after" of "the weekend after 14 October 2031");
+    `other`: `text` names a date that agrees with none of the gold's (another day, month or year)."""
+    gold_dates = find_dates(gold, years=True)
+    if not gold_dates:
+        return DateTest(False, False)
+    dates = find_dates(text)
+    if other_date(dates, gold_dates):
+        return DateTest(False, True)
+    rest = _content_words(without_dates(gold, gold_dates)) <= _content_words(without_dates(text, dates))
+    return DateTest(rest and names_dates(dates, gold_dates), False)
+
+
+def _number(token: str) -> bool:
+    return token.isdigit() or token in _NUMBER_WORDS.values()
+
+
+def bare_number(text: str, gold: str) -> bool:
+    """`text` is a number alone and `gold` that number with a unit or more words, and names no date: "5" or
+    "five" for "5 weeks ago", not "5 weeks", nor "5" for "5" or for "in 2031"."""
+    tokens = answer_tokens(spell_numbers(text), stem=False)
+    if len(tokens) != 1 or not _number(tokens[0]) or find_dates(gold, years=True):
+        return False
+    gold_tokens = answer_tokens(spell_numbers(gold), stem=False)
+    return tokens[0] in gold_tokens and any(t not in SCORING_STOP_WORDS and not _number(t) for t in gold_tokens)
+
+
+def score_answer(question: Question, prediction: str | None, *, gold_words: str = "content",
+                 rule: str = TOKEN_RULE) -> AnswerScore:
+    """Score `prediction` against `question`'s gold answer according to its category, by the token rule's
+    version `rule` (module doc). `gold_words="all"` is the rule before the content-word test (every gold token,
+    stop words too), to compare recorded verdicts."""
     if gold_words not in GOLD_WORDS:
         raise ValueError(f"gold_words must be one of {GOLD_WORDS}, not {gold_words!r}")
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
     text = "" if prediction is None else str(prediction)
     abstained = is_decline(text)
     if question.abstention:
         value = 1.0 if abstained else 0.0
-        return AnswerScore(value, value, value, abstained, abstained, "abstention")
+        return AnswerScore(value, value, value, abstained, abstained, "abstention", scored_by=rule)
     gold = question.answer
     if question.category == "open-domain":
         gold = gold.split(";")[0].strip()
     multi_hop = question.category == "multi-hop"
     scores = _lexical(text, gold, multi_hop)
-    rule = "multi-f1" if multi_hop else "f1"
-    correct = not abstained and _right(scores, gold_words)
+    dated = rule != RULES[0]
+    bare = dated and not abstained and bare_number(text, gold)
+    dates = date_test(text, gold) if dated and not abstained else DateTest(False, False)
+    wrong = abstained or bare or dates.other
+    correct = not wrong and _right(scores, gold_words)
     spelled, spelled_gold = spell_numbers(text), spell_numbers(gold)
-    if not correct and not abstained and (spelled, spelled_gold) != (text, gold):
+    if not correct and not wrong and (spelled, spelled_gold) != (text, gold):
         correct = _right(_lexical(spelled, spelled_gold, multi_hop), gold_words)
-    return AnswerScore(scores.f1, bleu1(text, gold), scores.recall, abstained, correct, rule)
+    correct = correct or dates.names
+    return AnswerScore(scores.f1, bleu1(text, gold), scores.recall, abstained, correct,
+                       "multi-f1" if multi_hop else "f1", bare, rule)

@@ -14,6 +14,11 @@ Which words count decides whether a text "holds the answer", so a list is chosen
 - `PERSONAL_PRONOUNS`, `RELATIVE_TIME_WORDS`, `CALENDAR_WORDS`: how a fact refers to a person or a date without
   naming it ("she", "two days ago") and the words of an absolute date (months, weekdays): attribution's test of a
   fact written with a pronoun or a relative date (`NeededInfo.written`).
+- `MONTHS`, `MONTH_NUMBERS`, `WEEKDAYS`, `RELATIVE_DAYS`: the calendar's names in order, for every module that reads
+  or writes a date (scoring's date forms, `metrics.dates`; the programs' relative-date hints; the optimizer's date
+  patterns and its reflection filter; the fake LM); `CALENDAR_WORDS` and `RELATIVE_TIME_WORDS` are made of them.
+- `english_words()`: the whole English words of the vocabulary the package ships for its embedder (uncased
+  WordPiece, about 22,000 words): what the gold revision reads as a word, not two glued ones (`data.gold`).
 - `CHAT_STOP_WORDS`: the fake LM's reading of chat text (`testing.skills`): `FACT_STOP_WORDS` plus chat filler
   ("oh", "yeah", "thanks"), contractions written without their apostrophe, and vague words ("thing", "lot").
 
@@ -22,8 +27,13 @@ The lists hold lower-case, unstemmed words; a caller that stems its tokens stems
 
 from __future__ import annotations
 
-__all__ = ["CALENDAR_WORDS", "CHAT_STOP_WORDS", "FACT_STOP_WORDS", "FUNCTION_WORDS", "PERSONAL_PRONOUNS",
-           "RELATIVE_TIME_WORDS", "SCORING_STOP_WORDS"]
+from collections.abc import Mapping
+from functools import cache
+from types import MappingProxyType
+
+__all__ = ["CALENDAR_WORDS", "CHAT_STOP_WORDS", "FACT_STOP_WORDS", "FUNCTION_WORDS", "MONTHS", "MONTH_NUMBERS",
+           "PERSONAL_PRONOUNS", "RELATIVE_DAYS", "RELATIVE_TIME_WORDS", "SCORING_STOP_WORDS", "WEEKDAYS",
+           "english_words"]
 
 #: Function words an answer can leave out and still say the same: prepositions of place and relation, copulas
 #: and auxiliaries, demonstratives.
@@ -51,16 +61,29 @@ PERSONAL_PRONOUNS = frozenset(
     "they them their theirs themselves".split()
 )
 
+#: Month names in calendar order: a month's number is its index plus one.
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+          "november", "december")
+
+#: Every name of a month, full or abbreviated ("sep" and "sept"), to its number.
+MONTH_NUMBERS: Mapping[str, int] = MappingProxyType(
+    {**{name: i for i, name in enumerate(MONTHS, 1)},
+     **{name[:3]: i for i, name in enumerate(MONTHS, 1)}, "sept": 9}
+)
+
+#: Weekday names in the order of `datetime.date.weekday()` (Monday is 0).
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+#: A day named relative to the day it is said on.
+RELATIVE_DAYS = ("yesterday", "today", "tonight", "tomorrow")
+
 #: Words of a date said relative to when it was said ("yesterday", "two days ago", "last week").
-RELATIVE_TIME_WORDS = frozenset(
-    "yesterday today tonight tomorrow ago recently lately earlier later last next previous past coming".split()
+RELATIVE_TIME_WORDS = frozenset(RELATIVE_DAYS) | frozenset(
+    "ago recently lately earlier later last next previous past coming".split()
 )
 
 #: Month and weekday names: the words of an absolute date besides its numbers.
-CALENDAR_WORDS = frozenset(
-    "january february march april may june july august september october november december jan feb mar apr jun "
-    "jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday".split()
-)
+CALENDAR_WORDS = frozenset(MONTH_NUMBERS) | frozenset(WEEKDAYS)
 
 #: The fake LM's non-content words of chat text.
 CHAT_STOP_WORDS = FACT_STOP_WORDS | frozenset(
@@ -71,3 +94,13 @@ CHAT_STOP_WORDS = FACT_STOP_WORDS | frozenset(
     one ones thing things kind pretty well still even way now already own name named near around
     across through after before during since until while because though""".split()
 )
+
+
+@cache
+def english_words() -> frozenset[str]:
+    """The whole words of letters in the embedder's vocabulary (`embed.VOCAB_FILE`), lower case: no word piece
+    ("##ing"), no marker ("[CLS]"), no number."""
+    from memtrace_opt.embed import VOCAB_FILE
+
+    lines = VOCAB_FILE.read_text(encoding="utf-8").split()
+    return frozenset(line for line in lines if line.isalpha() and line.isascii())

@@ -19,6 +19,8 @@ from typing import Any
 import networkx as nx
 import yaml
 
+from memtrace_opt.data import ABSTAIN_ANSWER
+
 __all__ = ["write_demo_run", "DEMO_SAMPLE_ID"]
 
 DEMO_SAMPLE_ID = "demo"
@@ -73,17 +75,17 @@ QUESTIONS: list[dict[str, Any]] = [
     {"qid": "demo-q1", "category": "single_hop", "question": "What did Odalys research?",
      "gold": "Sailing schools", "prediction": "sailing schools", "evidence": ["D1:3"], "correct": True},
     {"qid": "demo-q2", "category": "temporal", "question": "When did Teodor carve a wooden fox?",
-     "gold": "24 April 2021", "prediction": "Not mentioned in the conversation", "evidence": ["D2:1", "D2:2"],
+     "gold": "24 April 2021", "prediction": ABSTAIN_ANSWER, "evidence": ["D2:1", "D2:2"],
      "correct": False, "blame": ("ExtractionError", "extract", 1),
      "reason": "The extraction for session 2 kept the kitten and the kids but dropped the carving on 24 April "
                "2021; no memory ever held it, so nothing downstream could recover it."},
     {"qid": "demo-q3", "category": "single_hop", "question": "Where does Odalys work?",
-     "gold": "Quillfeather Bookshop", "prediction": "Not mentioned in the conversation", "evidence": ["D1:4", "D3:2"],
+     "gold": "Quillfeather Bookshop", "prediction": ABSTAIN_ANSWER, "evidence": ["D1:4", "D3:2"],
      "correct": False, "blame": ("DeletionError", "decide", 2), "replay": ("Quillfeather Bookshop", True),
      "reason": "The update decision for session 3 deleted the memory 'Odalys works at the Quillfeather Bookshop' "
                "although the new fact (glassblowing classes) does not contradict it."},
     {"qid": "demo-q4", "category": "single_hop", "question": "What is the name of Teodor's cat?",
-     "gold": "Marzipan", "prediction": "Not mentioned in the conversation", "evidence": ["D2:5"],
+     "gold": "Marzipan", "prediction": ABSTAIN_ANSWER, "evidence": ["D2:5"],
      "correct": False, "blame": ("RetrievalError", "retrieve", None),
      "reason": "The memory 'Teodor adopted a grey tabby named Marzipan' was live but not among the top-k "
                "retrieved units for this question."},

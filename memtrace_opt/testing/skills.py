@@ -23,7 +23,7 @@ anywhere in the instruction text):
 | `sufficient`, `missing_information` (evermemos.check_sufficiency) | sufficient when one context line covers >= 75% of the question's content words; else lists the uncovered words | without "enough" in the instruction: always sufficient |
 | `queries` (evermemos.generate_queries) | the question's content words; the missing words with the question's names; each name with the missing words (at most 3, distinct) | none |
 | `answer` (<system>.answer) | the context line that best covers the question's content words (the names in the question and at least one other question word must appear in it; coverage >= 50%; ties go to the later line), then, in its best-covering sentence, the key phrase: a date for "when", a number phrase for "how long/many", a proper noun for "where/which city", yes/no for yes-no questions, else the words after the last question word up to the next punctuation or function word | without "context" in the instruction: always "Not mentioned in the conversation". "when" answers give the resolved absolute date only with "date" in the instruction (else the raw relative words or the session date as written) |
-| `verdict`, `reason` (the LLM judge, for runs whose every role is the fake model) | CORRECT when the prediction covers at least half of the gold answer's content words (or both abstain), else WRONG | none |
+| `verdict`, `reason` (the LLM judge, for runs whose every role is the fake model) | CORRECT when the prediction covers at least half of the gold answer's content words (or both decline, by `metrics.is_decline`), else WRONG | none |
 
 Below the coverage threshold the answer skill abstains ("Not mentioned in the conversation").
 """
@@ -35,21 +35,22 @@ import re
 from collections.abc import Callable, Iterable
 from datetime import date, timedelta
 
-from memtrace_opt.metrics.words import CHAT_STOP_WORDS
+from memtrace_opt.data import ABSTAIN_ANSWER
+from memtrace_opt.metrics.declines import is_decline
+from memtrace_opt.metrics.words import CHAT_STOP_WORDS, MONTHS, RELATIVE_DAYS, WEEKDAYS
 from memtrace_opt.testing.fake_lm import FakeCall, Skill
 
 __all__ = ["default_skills", "ABSTAIN", "content_tokens", "parse_transcript", "resolve_relative"]
 
-ABSTAIN = "Not mentioned in the conversation"
+ABSTAIN = ABSTAIN_ANSWER  # the datasets' abstention answer, under the name the skills have exported
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+-]*")
 _STOP = CHAT_STOP_WORDS
-_MONTH_NAMES = ("january february march april may june july august september october november december").split()
-_WEEKDAYS = ("monday tuesday wednesday thursday friday saturday sunday").split()
+_WEEKDAY_NAMES = "|".join(WEEKDAYS)
+_MONTH_TITLES = "|".join(m.capitalize() for m in MONTHS)
 _TIME_WORDS = re.compile(
-    r"\b(yesterday|today|tonight|tomorrow|last|next|ago|week|weekend|month|year|"
-    + "|".join(_MONTH_NAMES + _WEEKDAYS)
-    + r")\b|\d",
+    r"\b(" + "|".join(RELATIVE_DAYS) + r"|last|next|ago|week|weekend|month|year|" + "|".join(MONTHS) + "|"
+    + _WEEKDAY_NAMES + r")\b|\d",
     re.IGNORECASE,
 )
 _NEGATION = re.compile(r"\b(cancel\w*|no longer|not anymore|any ?more|quit|stopped|broke up|called off|moved away)\b", re.I)
@@ -95,9 +96,9 @@ def _header_date(header: str | None) -> date | None:
     if not header:
         return None
     match = _HEADER_DATE.search(header)
-    if not match or match.group(2).lower() not in _MONTH_NAMES:
+    if not match or match.group(2).lower() not in MONTHS:
         return None
-    return date(int(match.group(3)), _MONTH_NAMES.index(match.group(2).lower()) + 1, int(match.group(1)))
+    return date(int(match.group(3)), MONTHS.index(match.group(2).lower()) + 1, int(match.group(1)))
 
 
 def _fmt(day: date) -> str:
@@ -131,7 +132,7 @@ def resolve_relative(text: str, day: date | None) -> str:
         return text
 
     def weekday_before(match: re.Match[str]) -> str:
-        target = _WEEKDAYS.index(match.group(1).lower())
+        target = WEEKDAYS.index(match.group(1).lower())
         delta = (day.weekday() - target) % 7 or 7
         return f"on {_fmt(day - timedelta(days=delta))}"
 
@@ -144,7 +145,7 @@ def resolve_relative(text: str, day: date | None) -> str:
         (r"\blast week(end)?\b", lambda m: f"the week{m.group(1) or ''} before {_fmt(day)}"),
         (r"\blast month\b", f"in {(day.replace(day=1) - timedelta(days=1)).strftime('%B %Y')}"),
         (r"\bnext month\b", f"in {(day.replace(day=28) + timedelta(days=4)).strftime('%B %Y')}"),
-        (r"\blast (monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", weekday_before),
+        (rf"\blast ({_WEEKDAY_NAMES})\b", weekday_before),
     ]
     for pattern, replacement in rules:
         text = re.sub(pattern, replacement, text, flags=re.IGNORECASE)
@@ -315,14 +316,14 @@ _NUMBER_PHRASE = re.compile(
 )
 _ABS_DATE = re.compile(
     r"\b(?:the week(?:end)? before \d{1,2} [A-Z][a-z]+ \d{4}|\d{1,2} [A-Z][a-z]+ \d{4}|"
-    r"(?:" + "|".join(m.capitalize() for m in _MONTH_NAMES) + r") \d{4}|in \d{4})\b"
+    r"(?:" + _MONTH_TITLES + r") \d{4}|in \d{4})\b"
 )
 _RELATIVE = re.compile(
-    r"\b(yesterday|today|last (?:week(?:end)?|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
-    r"next (?:week|month|year)|in (?:" + "|".join(m.capitalize() for m in _MONTH_NAMES) + r"))\b",
+    r"\b(yesterday|today|last (?:week(?:end)?|month|year|" + _WEEKDAY_NAMES + r")|"
+    r"next (?:week|month|year)|in (?:" + _MONTH_TITLES + r"))\b",
     re.I,
 )
-_MONTH = re.compile(r"\b(" + "|".join(m.capitalize() for m in _MONTH_NAMES) + r")\b")
+_MONTH = re.compile(r"\b(" + _MONTH_TITLES + r")\b")
 _YES_NO = re.compile(r"^(is|are|was|were|do|does|did|has|have|had|will|would|can|could)\b", re.I)
 _PHRASE_BREAK = re.compile(r"[,.;:!?()\[\]\"–—]| - ")
 
@@ -364,7 +365,7 @@ def _key_phrase(question: str, text: str, header: str | None, dated: bool) -> st
     words = _WORD.findall(text)
     if q.startswith(("where", "which city", "which country", "what city", "in which")):
         proper = [w for w in words[1:] if w[:1].isupper() and _stem(w) not in q_tokens and w.lower() not in _STOP
-                  and w.lower() not in _MONTH_NAMES + _WEEKDAYS]
+                  and w.lower() not in MONTHS + WEEKDAYS]
         if proper:
             return proper[0]
     # the words after the last question word (not a name), up to punctuation or the next function word
@@ -431,10 +432,9 @@ def _answer(call: FakeCall) -> str:
 
 def judge(call: FakeCall) -> dict:
     gold, prediction = call.inputs.get("gold_answer", ""), call.inputs.get("prediction", "")
-    abstains = [text.lower().startswith(("not mentioned", "none", "unknown")) or "not mentioned" in text.lower()
-                for text in (gold, prediction)]
-    if abstains[0] or abstains[1]:
-        correct = abstains[0] and abstains[1]
+    gold_declines, declines = is_decline(gold), is_decline(prediction)
+    if gold_declines or declines:
+        correct = gold_declines and declines
     else:
         correct = _coverage(content_tokens(gold), prediction) >= 0.5
     verdict = "CORRECT" if correct else "WRONG"

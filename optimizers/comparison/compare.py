@@ -357,7 +357,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     progress.watch(models.usage)
     metric = AnswerMetric(judge=request.judge, judge_lm=models.judge if request.judge else None)
     setting = _setting(request, splits, metric)
-    title = f"{request.system} on {request.data}, budget {request.budget}"
+    title = f"{request.system} on {request.data}, budget {request.budget}, accuracy by {metric.name}"
     done = {row.optimizer: row for row in _resumed_rows(out, setting)} if request.resume else {}
     # the finished rows of optimizers not asked this time stay in the table, after the others
     kept = [row for name, row in done.items() if name not in request.optimizers]

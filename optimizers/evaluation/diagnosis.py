@@ -31,6 +31,7 @@ from functools import partial
 
 from memtrace_opt.metrics import is_decline
 from memtrace_opt.metrics.text import answer_tokens, normalize_answer, token_scores
+from memtrace_opt.metrics.words import RELATIVE_DAYS, WEEKDAYS
 from memtrace_opt.optimizers.core.evidence import DiagnosedCase, Finding, Pattern
 from memtrace_opt.optimizers.evaluation.gold_format import (
     GoldFormat,
@@ -47,8 +48,8 @@ __all__ = ["DiagnosedCase", "Pattern", "Finding", "PATTERNS", "diagnose", "learn
 
 # relative times a reply leaves unresolved
 _RELATIVE = re.compile(
-    r"\b(?:yesterday|today|tomorrow|tonight|(?:last|next|this|past) (?:\w+ )?(?:week|weekend|month|year|night|"
-    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|fall)|"
+    r"\b(?:" + "|".join(RELATIVE_DAYS) + r"|(?:last|next|this|past) (?:\w+ )?(?:week|weekend|month|year|night|"
+    + "|".join(WEEKDAYS) + r"|summer|winter|spring|fall)|"
     r"\w+ (?:days?|weeks?|months?|years?) (?:ago|before|later|earlier)|recently|a while ago)\b",
     re.IGNORECASE,
 )

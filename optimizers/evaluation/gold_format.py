@@ -25,17 +25,17 @@ from typing import Any
 
 from memtrace_opt.metrics import is_decline
 from memtrace_opt.metrics.text import answer_tokens
+from memtrace_opt.metrics.words import MONTH_NUMBERS, MONTHS
 
 __all__ = ["GoldFormat", "INVENTED_DATE", "date_kind", "date_template", "describe_form", "form_key", "list_parts",
            "render_date"]
 
 INVENTED_DATE = date(2031, 10, 14)  # day over 12: its numeric forms read one way only
 
-_FULL_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-                "november", "december")
-_SHORT_MONTHS = frozenset({"jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"})
+_FULL_MONTHS = frozenset(MONTHS)
+_SHORT_MONTHS = frozenset(MONTH_NUMBERS) - _FULL_MONTHS
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
-_MONTH = rf"(?:{'|'.join(_FULL_MONTHS)}|{'|'.join(sorted(_SHORT_MONTHS, key=len, reverse=True))})\b\.?"
+_MONTH = rf"(?:{'|'.join(MONTHS)}|{'|'.join(sorted(_SHORT_MONTHS, key=len, reverse=True))})\b\.?"
 # a month name with a day before or after it, or a year after it (a named month alone is no date: "may")
 _NAMED = re.compile(rf"\b(?:{_DAY}(?:\s+of)?\s+)?{_MONTH}(?:\s+{_DAY}\b)?(?:,?\s+\d{{4}}\b)?", re.IGNORECASE)
 _MONTH_WORD = re.compile(rf"\b{_MONTH}", re.IGNORECASE)

@@ -1,7 +1,9 @@
 """The metric every optimizer maximizes: is the answer to one question correct.
 
-`AnswerMetric` wraps the runner's `score_case`: the token rule (F1 > 0.5 or full recall; abstention questions
-by the abstention rule) by default, or the LLM judge with `judge=True` (its calls are the judge role's).
+`AnswerMetric` wraps the runner's `score_case`: the token rule (`metrics.TOKEN_RULE`; abstention questions by the
+abstention rule) by default, or the LLM judge with `judge=True` (its calls are the judge role's). Its `name` is
+what a comparison's setting and an optimizer's manifest record as their metric: the token rule's version, or
+"judge".
 `dspy_metric` adapts it to DSPy's `metric(example, prediction, trace=None, ...)` shape (GEPA's five-argument
 form included: the score plus textual feedback naming the gold answer).
 """
@@ -15,6 +17,7 @@ from typing import Any
 import dspy
 
 from memtrace_opt.data import Question
+from memtrace_opt.metrics import TOKEN_RULE
 from memtrace_opt.runner import score_case
 
 __all__ = ["CaseScore", "AnswerMetric", "dspy_metric"]
@@ -42,7 +45,7 @@ class AnswerMetric:
 
     @property
     def name(self) -> str:
-        return "judge" if self.judge else "rule"
+        return "judge" if self.judge else TOKEN_RULE
 
     def __call__(self, question: Question, prediction: str) -> CaseScore:
         judge = None

@@ -17,6 +17,7 @@ import re
 from typing import TYPE_CHECKING
 
 from memtrace_opt.metrics import FUNCTION_WORDS
+from memtrace_opt.metrics.words import CALENDAR_WORDS
 
 if TYPE_CHECKING:
     from memtrace_opt.optimizers.core.evidence import ProposalEvidence
@@ -34,13 +35,7 @@ def same_text(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
-
-
-# calendar words: capitalised in English, and no one's name
-_CALENDAR = frozenset(
-    "january february march april may june july august september october november december jan feb mar apr jun jul "
-    "aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday".split()
-)
+# a month or weekday (`metrics.words.CALENDAR_WORDS`) is capitalised in English, and no one's name
 _CAPITALISED = re.compile(r"\b[A-Z][a-z][\w-]*")
 _SENTENCE_START = re.compile(r"(?:^\s*|[.!?:;\"(\[]\s*|\n\s*)$")
 # a speaker's turn as the step was shown it: "Name: text" (after an optional "[...]" header) at a line's start
@@ -50,7 +45,7 @@ _SPEAKER = re.compile(r"^[ \t\-*]*(?:\[[^\]\n]*\]\s*)?([A-Z][a-z][\w-]*)(?: [A-Z
 def _proper(word: str, lower: set[str]) -> bool:
     """A capitalised word that is a name: no function or calendar word, never written in lower case around it."""
     low = word.lower()
-    return low not in FUNCTION_WORDS and low not in _CALENDAR and low not in lower
+    return low not in FUNCTION_WORDS and low not in CALENDAR_WORDS and low not in lower
 
 
 def case_names(evidence: ProposalEvidence) -> set[str]:

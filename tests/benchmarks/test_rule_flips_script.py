@@ -30,3 +30,19 @@ def test_flips_are_listed_for_locomo_questions_only(tmp_path) -> None:
     text = out.read_text()
     assert text.startswith("1 of 3 verdicts flip") and "| q1 | single-hop | In Udaipur in December |" in text
     assert main([str(tmp_path / "nothing")]) == 2
+
+
+def test_the_flips_since_the_first_rule_go_both_ways(tmp_path) -> None:
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join([
+        _row("q1", "14 October 2031", "2031-10-14"),  # the date in another form: now right
+        _row("q2", "2 kayaks", "2"),  # a bare number: F1 accepted it, now reported apart
+        _row("q3", "14 October 2031", "15 October 2031"),  # another day: F1 accepted it
+        _row("q4", "14 October 2031", "14 October 2031"),  # right either way
+    ]) + "\n")
+    assert flips_in(cases)[1] == []  # none of them is a content-word flip
+    scored, found = flips_in(cases, since="token-rule-v1")
+    assert scored == 4 and [(f.question_id, f.after) for f in found] == [("q1", True), ("q2", False), ("q3", False)]
+    out = tmp_path / "flips.md"
+    assert main([str(tmp_path), "--since", "token-rule-v1", "--out", str(out)]) == 0
+    assert out.read_text().startswith("3 of 4 verdicts flip under token-rule-v2 (since token-rule-v1)")

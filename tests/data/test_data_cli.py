@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -43,7 +44,7 @@ def test_stats_for_locomo(locomo_path, capsys: pytest.CaptureFixture[str]) -> No
         1986,
     )
     assert payload["gold"]["gold"] == "upstream" and payload["gold"]["changed"] == {"qa_corrections": 0,
-                                                                                   "glued_words": 0}
+                                                                                   "glued_words": 0, "glued_pairs": 0}
 
 
 def test_stats_count_what_the_corrected_gold_changed(locomo_path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,10 +53,12 @@ def test_stats_count_what_the_corrected_gold_changed(locomo_path, capsys: pytest
     payload = json.loads(capsys.readouterr().out)
     assert payload["questions"] == 1985  # the corrections remove one question
     assert payload["gold"] == {"gold": "corrected", "corrections": CORRECTIONS_FILE,
-                               "changed": {"qa_corrections": 219, "glued_words": 32}, "removed": 1}
+                               "changed": {"qa_corrections": 219, "glued_words": 33, "glued_pairs": 5},
+                               "removed": 1}
     main(["data", "stats", str(locomo_path)])
     table = capsys.readouterr().out
     assert "gold: corrected" in table and "changed by glued words" in table
+    assert re.search(r"changed by glued pairs\W+5\b", table)
 
 
 def test_stats_function_with_a_sample_id(locomo_path) -> None:

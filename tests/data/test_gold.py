@@ -1,5 +1,6 @@
-"""The corrected gold: the QA corrections file beside a LoCoMo file, and glued gold words split where the evidence
-turns hold the words apart; `load_data` reads it unless asked for the file's own gold."""
+"""The corrected gold: the QA corrections file beside a LoCoMo file, glued gold words split where the evidence
+turns hold the words apart, and glued pairs (a function word glued to a word of the conversation) split where
+no turn holds them apart; `load_data` reads it unless asked for the file's own gold."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import pytest
 from memtrace_opt.data import (
     ABSTAIN_ANSWER,
     CORRECTIONS_FILE,
+    ConversationWords,
     DataSlice,
     GoldRevision,
     load_data,
     load_dataset,
     revise_gold,
+    split_glued_pairs,
     split_glued_words,
 )
 from memtrace_opt.errors import ConfigError, DatasetError
@@ -27,6 +30,7 @@ TURNS = [
     "My notes hang on a cork board above the desk, next to the bread and butter recipe.",
     "We rowed across the lake on Saturday.",
     "I paint with the 3pm light, mostly skies over Tallow Bay.",
+    "I walk them to the quay on a ten min loop, past the sun porch, then some self care for her in the evening.",
 ]
 QA: list[dict[str, Any]] = [
     {"question": "What does Ines like doing on weekends?", "answer": "sketchingherons, baking rye bread",
@@ -44,6 +48,13 @@ QA: list[dict[str, Any]] = [
     {"question": "What does Ines bake on Sundays?", "adversarial_answer": "ryebread", "evidence": ["D1:1"],
      "category": 5},
     {"question": "Who rowed?", "answer": "Ines and Tomas", "evidence": ["D1:3"], "category": 4},
+    # glued pairs: no evidence turn writes the parts side by side (the evidence is another turn)
+    {"question": "How does Tomas walk the dogs?", "answer": "walks themin a loop", "evidence": ["D1:1"],
+     "category": 4},
+    {"question": "Where do the dogs go?", "answer": "onwalks past the porch", "evidence": ["D1:1"], "category": 4},
+    {"question": "What is past the quay?", "answer": "the sunporch", "evidence": ["D1:1"], "category": 4},
+    {"question": "Who is the care for?", "answer": "herself", "evidence": ["D1:1"], "category": 4},
+    {"question": "What is by the quay?", "answer": 'a kayak,"Blue Heron"', "evidence": ["D1:1"], "category": 4},
 ]
 
 
@@ -79,6 +90,16 @@ def test_glued_words_are_split_where_the_evidence_holds_them_apart(tmp_path: Pat
                         (10, "Ines and Tomas")):
         assert answers[f"demo-1:q{index}"] == gold
     assert answers["demo-1:q9"] == ABSTAIN_ANSWER  # an abstention's gold is not a gold answer to split
+    assert answers["demo-1:q15"] == 'a kayak, "Blue Heron"'  # a comma between a letter and a quote
+
+
+def test_glued_pairs_are_split_where_both_parts_are_words_of_the_conversation(tmp_path: Path) -> None:
+    answers = _answers(_write(tmp_path))
+    assert answers["demo-1:q11"] == "walks them in a loop"  # the longest first part: not "the min"
+    assert answers["demo-1:q12"] == "on walks past the porch"  # the conversation writes "walk": "walks" is its word
+    assert answers["demo-1:q13"] == "the sunporch"  # "sun" and "porch", but no function word: a compound
+    assert answers["demo-1:q14"] == "herself"  # "her" and "self", but an English word
+    assert _answers(_write(tmp_path), "upstream")["demo-1:q11"] == "walks themin a loop"
 
 
 def test_the_upstream_gold_is_the_file_as_published(tmp_path: Path) -> None:
@@ -92,13 +113,15 @@ def test_the_revision_counts_what_each_rule_changed(tmp_path: Path) -> None:
     dataset = load_data(str(_write(tmp_path)))
     revision = dataset.gold_revision
     assert revision is not None and revision.gold == "corrected" and revision.corrections is None
-    assert revision.changed["glued_words"] == tuple(f"demo-1:q{i}" for i in range(5))
-    assert revision.counts(["demo-1:q0", "demo-1:q5"]) == {"qa_corrections": 0, "glued_words": 1}
+    assert revision.changed["glued_words"] == (*(f"demo-1:q{i}" for i in range(5)), "demo-1:q15")
+    assert revision.changed["glued_pairs"] == ("demo-1:q11", "demo-1:q12")
+    assert revision.counts(["demo-1:q0", "demo-1:q5", "demo-1:q12"]) == {"qa_corrections": 0, "glued_words": 1,
+                                                                         "glued_pairs": 1}
     assert dataset.gold_summary() == {"gold": "corrected", "corrections": None,
-                                      "changed": {"qa_corrections": 0, "glued_words": 5}}
+                                      "changed": {"qa_corrections": 0, "glued_words": 6, "glued_pairs": 2}}
     assert revision.by_split({"train": ["demo-1:q1"], "test": []}) == {
-        "gold": "corrected", "corrections": None, "train": {"qa_corrections": 0, "glued_words": 1},
-        "test": {"qa_corrections": 0, "glued_words": 0}}
+        "gold": "corrected", "corrections": None, "train": {"qa_corrections": 0, "glued_words": 1, "glued_pairs": 0},
+        "test": {"qa_corrections": 0, "glued_words": 0, "glued_pairs": 0}}
     assert GoldRevision.from_dict(json.loads(json.dumps(revision.to_dict()))) == revision
 
 
@@ -169,6 +192,8 @@ def test_split_glued_words_on_one_question(tmp_path: Path) -> None:
     question = conversation.questions[0]
     assert split_glued_words(conversation, question).answer == "sketching herons, baking rye bread"
     assert split_glued_words(conversation, conversation.questions[5]) is conversation.questions[5]
+    assert split_glued_pairs(conversation, conversation.questions[11]).answer == "walks them in a loop"
+    assert split_glued_pairs(conversation, conversation.questions[13]) is conversation.questions[13]
 
 
 def test_the_corrections_and_glued_words_of_locomo() -> None:
@@ -180,11 +205,18 @@ def test_the_corrections_and_glued_words_of_locomo() -> None:
     revision = corrected.gold_revision
     assert revision is not None and revision.corrections == CORRECTIONS_FILE
     assert upstream.stats().questions == 1986 and corrected.stats().questions == 1985
-    assert revision.counts() == {"qa_corrections": 219, "glued_words": 32} and len(revision.removed) == 1
+    assert revision.counts() == {"qa_corrections": 219, "glued_words": 33, "glued_pairs": 5}
+    assert len(revision.removed) == 1
     before = {q.question_id: q for _, q in upstream.questions()}
     after = {q.question_id: q for _, q in corrected.questions()}
     changed = {qid for qid in after if after[qid] != before[qid]}
-    assert changed == set(revision.changed["qa_corrections"]) | set(revision.changed["glued_words"])
+    glued = set(revision.changed["glued_words"]) | set(revision.changed["glued_pairs"])
+    assert changed == set(revision.changed["qa_corrections"]) | glued
     # every glued-word change only inserts spaces: the gold's characters are the file's
-    for qid in set(revision.changed["glued_words"]) - set(revision.changed["qa_corrections"]):
+    for qid in glued - set(revision.changed["qa_corrections"]):
         assert after[qid].answer.replace(" ", "") == before[qid].answer.replace(" ", "")
+    # and no gold word of the scored questions is left that the conversation never writes apart, if its parts are
+    for conversation in corrected.conversations:
+        words = ConversationWords.of(conversation)
+        for question in conversation.questions:
+            assert split_glued_pairs(conversation, question, words) is question

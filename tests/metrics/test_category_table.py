@@ -40,7 +40,20 @@ def test_markdown() -> None:
         "| temporal | 2 | 50.0 | 50.0 | 50.0 | 2 | 50.0 |\n"
         "| adversarial | 1 | 100.0 | - | 100.0 | 1 | 100.0 |\n"
         "| overall | 4 | 62.5 | 41.7 | 66.7 | 3 | 75.0 |\n"
+        "\n"
+        "rule acc: token-rule-v2\n"
     )
+
+
+def test_a_table_says_which_rule_scored_it_and_counts_the_bare_numbers_apart() -> None:
+    table = category_table([*ROWS, ScoreRow("single-hop", 0.5, None, False, 0.5, True)], rule="token-rule-v1")
+    assert table.rows[0].bare_numbers == 1 and table.overall.bare_numbers == 1 and table.rows[1].bare_numbers == 0
+    assert table.to_dict()["rule"] == "token-rule-v1"
+    assert table.to_markdown().endswith(
+        "\nrule acc: token-rule-v1; 1 bare number for a number with a unit, reported apart (not right)\n")
+    console = Console(record=True, width=140)
+    console.print(table.to_rich())
+    assert "rule acc: token-rule-v1; 1 bare number" in console.export_text()
 
 
 def test_rich_table() -> None:

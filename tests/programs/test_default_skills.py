@@ -142,3 +142,12 @@ def test_judge_skill():
     assert verdict("Not mentioned in the conversation", "Not mentioned in the conversation") == "CORRECT"
     assert verdict("Not mentioned in the conversation", "Biscuit") == "WRONG"
     assert verdict("Biscuit", "Not mentioned in the conversation") == "WRONG"
+
+
+def test_the_scripted_judge_reads_declines_by_the_one_rule():
+    """The fake judge declines as `metrics.is_decline` does, not by a test of its own."""
+    verdict = lambda gold, prediction: SKILLS["judge"](call("judge", question="q", gold_answer=gold, prediction=prediction))["verdict"]  # noqa: E731
+    assert verdict(ABSTAIN, "The conversation does not say where she keeps it.") == "CORRECT"
+    assert verdict(ABSTAIN, "There is no information about a boat.") == "CORRECT"
+    assert verdict("none of the kayaks", "None of the kayaks were damaged") == "CORRECT"  # an answer, not a decline
+    assert verdict("an unknown painter", "An unknown painter from the harbour") == "CORRECT"

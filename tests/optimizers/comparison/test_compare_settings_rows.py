@@ -8,6 +8,7 @@ import json
 from optfixtures import make_models
 from toydata import write_locomo
 
+from memtrace_opt.metrics import TOKEN_RULE
 from memtrace_opt.optimizers import LoopSettings
 from memtrace_opt.optimizers.comparison.compare import CompareRequest, compare_optimizers
 from memtrace_opt.testing import Skill
@@ -46,3 +47,4 @@ def test_promptonly_changes_no_setting_and_the_blind_search_reports_its_cost(tmp
     assert {row["optimizer"] for row in table["rows"]} == set(rows)
     markdown = (tmp_path / "cmp" / "compare.md").read_text()
     assert "cost: calls / conv, prompt words / answer" in markdown
+    assert table["metric"] == TOKEN_RULE and f"accuracy by {TOKEN_RULE}" in markdown  # which rule scored it

@@ -117,3 +117,14 @@ def test_answer_shape_shows_a_longer_answer_the_token_rule_counts_as_right():
     assert (shape.words_before, shape.words_after) == (1.0, 11.0)
     assert shape.cells() == (f"1.000 → {shape.f1_after:.3f}", "1.0 → 11.0")
     assert EvalResult([]).mean_f1 == 0.0 and EvalResult([]).mean_words == 0.0
+
+
+def test_the_metric_is_named_by_the_token_rule_it_scores_with():
+    from memtrace_opt.data import Question
+    from memtrace_opt.metrics import TOKEN_RULE
+
+    assert AnswerMetric().name == TOKEN_RULE and AnswerMetric(judge=True).name == "judge"
+    question = Question("q1", "How long ago did Odalys move?", "5 weeks ago", "single-hop", 1, ("D1:3",))
+    bare = AnswerMetric()(question, "5")
+    assert not bare.correct and bare.scores["bare_number"] == 1.0
+    assert "bare_number" not in AnswerMetric()(question, "five weeks ago").scores
