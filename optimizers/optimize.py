@@ -138,13 +138,14 @@ def optimize_system(
     a Ctrl-C writes it with `status: "interrupted"` and raises Interrupted. Trials a killed process left
     RUNNING in the run's own study file are marked FAIL first.
     """
-    # validate first, create after: a usage error (a conversation named by two splits, a model that cannot answer)
-    # leaves no run directory behind
-    data = _DataSplits.of(request)
+    # validate first, create after: a usage error (a model that cannot answer, a conversation named by two splits)
+    # leaves no run directory behind; the models first, as compare does, so that the splits' note is not said
+    # before an error line
     if models is None:
         from memtrace_opt.lm.roles import check_roles
 
         check_roles(request.roles, _roles_needed(request))
+    data = _DataSplits.of(request)
     run = RunDir(request.out)
     with run.lock("optimize"):
         started = time.time()
