@@ -333,11 +333,12 @@ def _test(run: RunDir, request: OptimizeRequest, optimizer: MemTraceOptimizer, m
     from memtrace_opt.tracing import save_graph
 
     test_cases = case_refs(make_examples(splits.test))
-    out: dict[str, Any] = {"baseline_accuracy": None, "optimized_accuracy": None, "questions": len(test_cases)}
+    out: dict[str, Any] = {"baseline_accuracy": None, "optimized_accuracy": None, "questions": len(test_cases),
+                           "label": splits.test_label}
     if not test_cases:
         run.cases_path.touch()
         return out
-    progress.stage("held-out test", total=2 * evaluation_steps(test_cases))
+    progress.stage(splits.test_label, total=2 * evaluation_steps(test_cases))
     evaluator = CachedEvaluator(optimizer.metric, memo=optimizer.memo, task_lm=models.task,
                                 meta={"system": request.system, "dataset": dataset, "models": models.names()},
                                 threads=request.settings.threads)
