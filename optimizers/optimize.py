@@ -352,8 +352,8 @@ def _test(run: RunDir, request: OptimizeRequest, optimizer: MemTraceOptimizer, m
 
 def _estimate(request: OptimizeRequest, student: Any, models: Models, splits: Splits) -> dict[str, Any]:
     """Say what the optimization will do and how long it should take; the manifest's `estimate`."""
-    from memtrace_opt.estimate import announce, job_rates, plural
-    from memtrace_opt.optimizers.comparison.estimate import optimize_estimate, split_work
+    from memtrace_opt.estimate import plural
+    from memtrace_opt.optimizers.comparison.estimate import announce_estimate, optimize_estimate
 
     settings, sizes = request.settings, splits.sizes()
     conversations = {c.sample_id for c in [*splits.train, *splits.val, *splits.test]}
@@ -363,14 +363,7 @@ def _estimate(request: OptimizeRequest, student: Any, models: Models, splits: Sp
             f"{sizes['test']} questions in {plural(len(conversations), 'conversation')}; up to "
             f"{plural(settings.rounds, 'round')} of {plural(settings.proposal.candidates, 'candidate')}"
             + "".join(f", {b}" for b in budgets if b))
-    rates, why = job_rates(models)
-    if rates is None:
-        return announce(plan, None, why)
     cap = request.roles.spec("task").max_tokens
-    try:
-        work = split_work(student, splits, judge=request.judge, reply_cap=cap)
-    except Exception as error:  # noqa: BLE001 - a program the scripted fake LM cannot run still runs for real
-        log.warning("no estimate: the dry run of %s failed: %s", request.system, error)
-        return announce(plan, None, f"no estimate: the dry run failed ({type(error).__name__})")
-    return announce(plan, optimize_estimate(work, splits, settings, rates, judge=request.judge,
-                                            attribution=request.attribution, reply_cap=cap))
+    return announce_estimate(plan, student, splits, models, judge=request.judge, reply_cap=cap, estimate=lambda work, rates:
+                             optimize_estimate(work, splits, settings, rates, judge=request.judge,
+                                               attribution=request.attribution, reply_cap=cap))

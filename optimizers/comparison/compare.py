@@ -499,20 +499,13 @@ def _timing(estimated: dict[str, Any] | None, started: float) -> dict[str, Any]:
 def _estimate(request: CompareRequest, student: Any, models: Models, splits: Any,
               names: list[str]) -> dict[str, Any]:
     """Say what the comparison will do and how long it should take; compare.json's `estimate`."""
-    from memtrace_opt.estimate import announce, job_rates
-    from memtrace_opt.optimizers.comparison.estimate import compare_estimate, split_work
+    from memtrace_opt.optimizers.comparison.estimate import announce_estimate, compare_estimate
 
     sizes = splits.sizes()
     plan = (f"compare {', '.join(names) or 'no optimizers'} on {request.system}, {request.data}: train "
             f"{sizes['train']} / val {sizes['val']} / test {sizes['test']} questions; each optimizer "
             f"{request.budget} LM calls" + (f" or {request.time_budget:g} s" if request.time_budget else ""))
-    rates, why = job_rates(models)
-    if rates is None:
-        return announce(plan, None, why)
-    cap = request.roles.spec("task").max_tokens
-    try:
-        work = split_work(student, splits, judge=request.judge, reply_cap=cap)
-    except Exception as error:  # noqa: BLE001 - a program the scripted fake LM cannot run still runs for real
-        return announce(plan, None, f"no estimate: the dry run failed ({type(error).__name__}: {error})")
-    return announce(plan, compare_estimate(work, splits, names, rates, budget=request.budget,
-                                    time_budget=request.time_budget, judge=request.judge))
+    return announce_estimate(plan, student, splits, models, judge=request.judge,
+                             reply_cap=request.roles.spec("task").max_tokens, estimate=lambda work, rates:
+                             compare_estimate(work, splits, names, rates, budget=request.budget,
+                                              time_budget=request.time_budget, judge=request.judge))
