@@ -9,9 +9,9 @@
     program: runs/opt/program.json
     judge: true
     threads: 2
-    seed: 0
+    seed: 0                     # optimize, compare: the splits' and the minibatches'
     settings: {top_k: 8}        # the system's own settings (checked against its Config)
-    train: conv-26              # optimize, compare
+    train: conv-26              # optimize, compare; or a list: [conv-26, conv-30]
     val: conv-30
     test: conv-41
     split: 0.4,0.3,0.3

@@ -21,7 +21,7 @@ import logging
 import os
 import platform
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,8 @@ from memtrace_opt.redact import redact, redact_text
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "read_jsonl", "append_jsonl", "safe_name", "write_json", "write_jsonl",
-           "versions", "add_usage"]
+__all__ = ["SCHEMA_VERSION", "RunDir", "CaseRecord", "CASE_FIELDS", "case_fields", "read_case_fields", "read_jsonl",
+           "append_jsonl", "safe_name", "write_json", "write_jsonl", "versions", "add_usage"]
 
 SCHEMA_VERSION = 1
 
@@ -129,6 +129,34 @@ def versions() -> dict[str, str]:
     }
 
 
+# the fields every case line holds: a run's (cases.jsonl) and a MemTraceBench case's alike
+CASE_FIELDS = ("case_id", "system", "dataset", "sample_id", "question_id", "question", "gold", "prediction",
+               "category", "evidence", "abstention")
+
+
+def case_fields(case: Any) -> dict[str, Any]:
+    """The CASE_FIELDS of `case` (an object with those attributes) as a case line writes them."""
+    return {**{name: getattr(case, name) for name in CASE_FIELDS}, "evidence": list(case.evidence)}
+
+
+def read_case_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The CASE_FIELDS of a case line as read: the ids and texts as strings (a missing one empty, but the case and
+    question ids), `evidence` a list of strings, `abstention` a bool."""
+    return {
+        "case_id": str(data["case_id"]),
+        "system": str(data.get("system") or ""),
+        "dataset": str(data.get("dataset") or ""),
+        "sample_id": str(data.get("sample_id") or ""),
+        "question_id": str(data["question_id"]),
+        "question": str(data.get("question") or ""),
+        "gold": str(data.get("gold", "")),
+        "prediction": str(data.get("prediction", "")),
+        "category": str(data.get("category") or ""),
+        "evidence": [str(e) for e in data.get("evidence") or ()],
+        "abstention": bool(data.get("abstention", False)),
+    }
+
+
 @dataclass
 class CaseRecord:
     """One question of a run, as a line of cases.jsonl."""
@@ -153,17 +181,7 @@ class CaseRecord:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
-            "case_id": self.case_id,
-            "system": self.system,
-            "dataset": self.dataset,
-            "sample_id": self.sample_id,
-            "question_id": self.question_id,
-            "question": self.question,
-            "gold": self.gold,
-            "prediction": self.prediction,
-            "category": self.category,
-            "evidence": list(self.evidence),
-            "abstention": self.abstention,
+            **case_fields(self),
             "scores": dict(self.scores),
             "correct": self.correct,
             "graph": self.graph,
@@ -174,17 +192,7 @@ class CaseRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CaseRecord:
         return cls(
-            case_id=data["case_id"],
-            system=data.get("system", ""),
-            dataset=data.get("dataset", ""),
-            sample_id=data["sample_id"],
-            question_id=data["question_id"],
-            question=data.get("question", ""),
-            gold=str(data.get("gold", "")),
-            prediction=str(data.get("prediction", "")),
-            category=data.get("category", ""),
-            evidence=list(data.get("evidence", [])),
-            abstention=bool(data.get("abstention", False)),
+            **read_case_fields(data),
             scores=dict(data.get("scores", {})),
             correct=bool(data.get("correct", False)),
             graph=data.get("graph"),

@@ -15,6 +15,7 @@ from typing import Any
 from memtrace_opt.attribution import GOLD
 from memtrace_opt.optimizers.evaluation.blame import UNATTRIBUTED
 from memtrace_opt.optimizers.evaluation.local_set import GOLD_ERROR_TARGETS
+from memtrace_opt.optimizers.evaluation.splits import HELD_OUT, NOT_HELD_OUT, SAME_CONVERSATION
 from memtrace_opt.optimizers.loop.records import CandidateRecord, RoundPhase, RoundRecord
 from memtrace_opt.optimizers.loop.stop import StopReason
 from memtrace_opt.rundir import RunDir
@@ -225,10 +226,13 @@ def _still_failing(test: Mapping[str, Any]) -> int:
 
 
 def _test_line(test: Mapping[str, Any], run_dir: Path) -> str:
+    label = str(test.get("label") or HELD_OUT)  # a manifest written before the label was kept: held out
     if test.get("baseline_accuracy") is None or test.get("optimized_accuracy") is None:
-        return "held-out test: no test questions"
-    line = (f"held-out test {test['baseline_accuracy']:.3f} -> {test['optimized_accuracy']:.3f} on "
+        return f"{label}: no test questions"
+    line = (f"{label} {test['baseline_accuracy']:.3f} -> {test['optimized_accuracy']:.3f} on "
             f"{test.get('questions')} questions")
+    if label == SAME_CONVERSATION:
+        line += f" ({NOT_HELD_OUT})"
     failing = _still_failing(test)
     blame = test.get("blame") or {}
     if failing and blame.get("ops"):

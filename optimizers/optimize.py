@@ -144,13 +144,14 @@ def optimize_system(
     a Ctrl-C writes it with `status: "interrupted"` and raises Interrupted. Trials a killed process left
     RUNNING in the run's own study file are marked FAIL first.
     """
-    # validate first, create after: a usage error (a conversation named by two splits, a model that cannot answer)
-    # leaves no run directory behind
-    data = _DataSplits.of(request)
+    # validate first, create after: a usage error (a model that cannot answer, a conversation named by two splits)
+    # leaves no run directory behind; the models first, as compare does, so that the splits' note is not said
+    # before an error line
     if models is None:
         from memtrace_opt.lm.roles import check_roles
 
         check_roles(request.roles, _roles_needed(request))
+    data = _DataSplits.of(request)
     run = RunDir(request.out)
     with run.lock("optimize"):
         started = time.time()
@@ -342,11 +343,12 @@ def _test(run: RunDir, request: OptimizeRequest, optimizer: MemTraceOptimizer, m
     from memtrace_opt.tracing import save_graph
 
     test_cases = case_refs(make_examples(splits.test))
-    out: dict[str, Any] = {"baseline_accuracy": None, "optimized_accuracy": None, "questions": len(test_cases)}
+    out: dict[str, Any] = {"baseline_accuracy": None, "optimized_accuracy": None, "questions": len(test_cases),
+                           "label": splits.test_label}
     if not test_cases:
         run.cases_path.touch()
         return out
-    progress.stage("held-out test", total=2 * evaluation_steps(test_cases))
+    progress.stage(splits.test_label, total=2 * evaluation_steps(test_cases))
     evaluator = CachedEvaluator(optimizer.metric, memo=optimizer.memo, task_lm=models.task,
                                 meta={"system": request.system, "dataset": dataset, "models": models.names()},
                                 threads=request.settings.threads)
@@ -360,8 +362,8 @@ def _test(run: RunDir, request: OptimizeRequest, optimizer: MemTraceOptimizer, m
 
 def _estimate(request: OptimizeRequest, student: Any, models: Models, splits: Splits) -> dict[str, Any]:
     """Say what the optimization will do and how long it should take; the manifest's `estimate`."""
-    from memtrace_opt.estimate import announce, job_rates, plural
-    from memtrace_opt.optimizers.comparison.estimate import optimize_estimate, split_work
+    from memtrace_opt.estimate import plural
+    from memtrace_opt.optimizers.comparison.estimate import announce_estimate, optimize_estimate
 
     settings, sizes = request.settings, splits.sizes()
     conversations = {c.sample_id for c in [*splits.train, *splits.val, *splits.test]}
@@ -371,14 +373,7 @@ def _estimate(request: OptimizeRequest, student: Any, models: Models, splits: Sp
             f"{sizes['test']} questions in {plural(len(conversations), 'conversation')}; up to "
             f"{plural(settings.rounds, 'round')} of {plural(settings.proposal.candidates, 'candidate')}"
             + "".join(f", {b}" for b in budgets if b))
-    rates, why = job_rates(models)
-    if rates is None:
-        return announce(plan, None, why)
     cap = request.roles.spec("task").max_tokens
-    try:
-        work = split_work(student, splits, judge=request.judge, reply_cap=cap)
-    except Exception as error:  # noqa: BLE001 - a program the scripted fake LM cannot run still runs for real
-        log.warning("no estimate: the dry run of %s failed: %s", request.system, error)
-        return announce(plan, None, f"no estimate: the dry run failed ({type(error).__name__})")
-    return announce(plan, optimize_estimate(work, splits, settings, rates, judge=request.judge,
-                                            attribution=request.attribution, reply_cap=cap))
+    return announce_estimate(plan, student, splits, models, judge=request.judge, reply_cap=cap, estimate=lambda work, rates:
+                             optimize_estimate(work, splits, settings, rates, judge=request.judge,
+                                               attribution=request.attribution, reply_cap=cap))

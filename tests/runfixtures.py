@@ -17,11 +17,12 @@ TEXTS = ["I adopted a kitten named Luna.", "I work as a carpenter in Lisbon.", "
 
 def write_conversations(path: Path, sample_ids: tuple[str, ...] = ("c-a", "c-b", "c-c"), *,
                         text: str | None = None) -> Path:
-    """A LoCoMo file: one session of three turns and two questions per sample id (`text` replaces turn 1)."""
+    """A LoCoMo file: one session of three turns and a fourth naming the sample id (the same session in two
+    conversations would make them one unit of the splits) and two questions per sample id (`text` replaces turn 1)."""
     records = []
     for sample_id in sample_ids:
         turns = [{"speaker": "Alice" if n % 2 else "Bob", "dia_id": f"D1:{n}", "text": t}
-                 for n, t in enumerate([text or TEXTS[0], *TEXTS[1:]], start=1)]
+                 for n, t in enumerate([text or TEXTS[0], *TEXTS[1:], f"({sample_id})"], start=1)]
         records.append({
             "sample_id": sample_id,
             "conversation": {"speaker_a": "Alice", "speaker_b": "Bob", "session_1_date_time": "1:00 pm on 8 May, 2023",

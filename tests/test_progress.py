@@ -272,7 +272,8 @@ def test_optimize_quick_keeps_its_estimate_within_2x(tmp_path: Path):
     assert set(manifest["estimate"]["parts"]) == {"baseline", "rounds", "held-out test"}
     text = out.getvalue()
     assert "optimize rag on sample: train " in text and "up to 2 rounds of 2 candidates, budget 60 LM calls" in text
-    for phase in ("baseline: valset", "round 1: plan", "round 1: candidates", "held-out test"):
+    for phase in ("baseline: valset", "round 1: plan", "round 1: candidates",
+                  "same-conversation questions"):  # the test phase, named by the label of its figure
         assert phase in text, phase
 
 

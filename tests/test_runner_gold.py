@@ -17,7 +17,8 @@ FAKE = ModelRoles(task=ModelSpec(model="fake"))
 
 def _conversation(sample_id: str, glued: bool = True) -> dict:
     turns = [{"speaker": "Ines", "dia_id": "D1:1", "text": "On weekends I like sketching herons by the canal."},
-             {"speaker": "Tomas", "dia_id": "D1:2", "text": "I pinned the map to a cork board."}]
+             {"speaker": "Tomas", "dia_id": "D1:2", "text": "I pinned the map to a cork board."},
+             {"speaker": "Ines", "dia_id": "D1:3", "text": f"({sample_id})"}]  # the same session twice: one unit
     qa = [{"question": "What does Ines like doing?", "answer": "sketchingherons" if glued else "herons", "evidence": ["D1:1"], "category": 4},
           {"question": "Where is the map?", "answer": "on a cork board", "evidence": ["D1:2"], "category": 4}]
     return {"sample_id": sample_id, "qa": qa, "conversation": {

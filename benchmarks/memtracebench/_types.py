@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from memtrace_opt.attribution import FailedCase
+from memtrace_opt.rundir import case_fields, read_case_fields
 
 __all__ = ["BENCH_SCHEMA_VERSION", "SOURCES", "Label", "Injection", "BenchCase"]
 
@@ -100,41 +101,19 @@ class BenchCase:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": BENCH_SCHEMA_VERSION,
-            "case_id": self.case_id,
-            "system": self.system,
-            "dataset": self.dataset,
-            "sample_id": self.sample_id,
-            "question_id": self.question_id,
-            "question": self.question,
-            "gold": self.gold,
-            "prediction": self.prediction,
-            "evidence": list(self.evidence),
+            **case_fields(self),
             "graph": self.graph,
             "label": self.label.to_dict(),
             "injection": self.injection.to_dict() if self.injection else None,
-            "category": self.category,
-            "abstention": self.abstention,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BenchCase:
+        """A case line as `to_dict` wrote it; its case fields read as a run's (`read_case_fields`)."""
+        fields = read_case_fields(data)
         injection = data.get("injection")
-        return cls(
-            case_id=str(data["case_id"]),
-            system=str(data.get("system", "")),
-            dataset=str(data.get("dataset", "")),
-            sample_id=str(data.get("sample_id", "")),
-            question_id=str(data["question_id"]),
-            question=str(data.get("question", "")),
-            gold=str(data.get("gold", "")),
-            prediction=str(data.get("prediction", "")),
-            evidence=tuple(str(e) for e in data.get("evidence") or ()),
-            graph=str(data["graph"]),
-            label=Label.from_dict(data["label"]),
-            injection=Injection.from_dict(injection) if injection else None,
-            category=str(data.get("category") or ""),
-            abstention=bool(data.get("abstention", False)),
-        )
+        return cls(**{**fields, "evidence": tuple(fields["evidence"])}, graph=str(data["graph"]),
+                   label=Label.from_dict(data["label"]), injection=Injection.from_dict(injection) if injection else None)
 
     def failed_case(self, root: Path) -> FailedCase:
         """The case to attribute (the label is not in it), its graph resolved against `root`."""

@@ -34,12 +34,12 @@ from memtrace_opt.attribution._ask import Asker, evidence_text
 from memtrace_opt.attribution._confirm import confirm
 from memtrace_opt.attribution._evidence import NeededInfo
 from memtrace_opt.attribution._flow import Flow
-from memtrace_opt.attribution._gold import AnswerJudge, gold_verdict
+from memtrace_opt.attribution._gold import AnswerJudge
 from memtrace_opt.attribution._graph import GraphView
 from memtrace_opt.attribution._render import clip, render_op
 from memtrace_opt.attribution._replay import ReplayProvider
 from memtrace_opt.attribution._types import GOLD, RETRIEVAL, FailedCase, Verdict
-from memtrace_opt.attribution.lineage import open_case
+from memtrace_opt.attribution.lineage import start_case
 from memtrace_opt.attribution.protocol import AttributionConfig, make_verdict, register_method
 from memtrace_opt.attribution.signatures import CheckGold, JudgeOperation
 
@@ -125,13 +125,10 @@ class GraphTraceAttributor:
     name: str = "graphtrace"
 
     def attribute(self, case: FailedCase, graph: nx.MultiDiGraph) -> Verdict:
-        opened = open_case(case, graph, self.config, self.name)
+        opened = start_case(case, graph, self.config, self.judge, self.name)
         if isinstance(opened, Verdict):
             return opened
         view, flow = opened
-        gold = gold_verdict(case, view, flow, self.judge, self.name, judge_evidence=self.config.judge_evidence)
-        if gold is not None:
-            return gold
         with Asker(self.config.max_lm_calls, self.config.max_tokens) as asker:
             verdicts = self._verdicts(case, view, flow, asker)
             if not self.config.confirm or self.replay_provider is None:

@@ -26,7 +26,7 @@ from memtrace_opt.attribution._graph import GraphView
 from memtrace_opt.attribution._types import FailedCase, Verdict
 from memtrace_opt.attribution.protocol import AttributionConfig, make_verdict, register_method
 
-__all__ = ["LineageAttributor", "case_flow"]
+__all__ = ["LineageAttributor", "case_flow", "open_case", "start_case"]
 
 
 def case_flow(view: GraphView, case: FailedCase, config: AttributionConfig) -> Flow:
@@ -49,6 +49,18 @@ def open_case(case: FailedCase, graph: nx.MultiDiGraph, config: AttributionConfi
         return Verdict.failed(case.case_id, method, f"{type(error).__name__}: {error}")
 
 
+def start_case(case: FailedCase, graph: nx.MultiDiGraph, config: AttributionConfig, judge: AnswerJudge | None,
+               method: str) -> tuple[GraphView, Flow] | Verdict:
+    """What every flow-based method opens with: the case's view and flow (`open_case`), or the verdict that ends the
+    case before the method's own work, an error verdict or a GoldError (`gold_verdict`)."""
+    opened = open_case(case, graph, config, method)
+    if isinstance(opened, Verdict):
+        return opened
+    view, flow = opened
+    gold = gold_verdict(case, view, flow, judge, method, judge_evidence=config.judge_evidence)
+    return opened if gold is None else gold
+
+
 @register_method("lineage")
 @dataclass(frozen=True)
 class LineageAttributor:
@@ -59,13 +71,10 @@ class LineageAttributor:
     name: str = "lineage"
 
     def attribute(self, case: FailedCase, graph: nx.MultiDiGraph) -> Verdict:
-        opened = open_case(case, graph, self.config, self.name)
+        opened = start_case(case, graph, self.config, self.judge, self.name)
         if isinstance(opened, Verdict):
             return opened
         view, flow = opened
-        gold = gold_verdict(case, view, flow, self.judge, self.name, judge_evidence=self.config.judge_evidence)
-        if gold is not None:
-            return gold
         root = flow.root(view)
         confidence = 0.6 if flow.evidence.source == "gold" else 0.4
         reason = f"{root.reason} (evidence: {flow.evidence.source} {', '.join(flow.evidence.strict[:4])})"

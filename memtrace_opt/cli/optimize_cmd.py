@@ -122,7 +122,7 @@ def optimize_command(
     judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = None,  # noqa: UP045
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: sqlite in --out); share one to run several workers.")] = None,  # noqa: UP045
     program: Annotated[Optional[Path], typer.Option("--program", help="Start from a compiled program.json.")] = None,  # noqa: UP045
-    seed: Annotated[int, typer.Option(help="Seed for splits and minibatches.")] = 0,
+    seed: Annotated[Optional[int], typer.Option(help="Seed for splits and minibatches (default 0).")] = None,  # noqa: UP045
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     *,
     roles: ModelRoles,
@@ -134,13 +134,14 @@ def optimize_command(
     Writes program.json (load it with `memtrace run --program DIR/program.json`), manifest.json (every round:
     blame, chosen predictor, candidates and why each was accepted or rejected), verdicts.jsonl, cases.jsonl
     and graphs/ (the test run) and optuna.db under --out. Settings may also come from --config (keys: system,
-    data, train, val, test, split, sessions, categories, limit, settings, optimize: {rounds, patience, ...}).
+    data, train, val, test, split, per_split, seed, sessions, categories, limit, out, program, settings,
+    optimize: {rounds, patience, ..., attribution, judge, storage, preset}).
     """
     from memtrace_opt.optimizers.optimize import optimize_system
 
     cfg = load_config(config)
-    given = _Given(data, train, val, test, split, per_split, sessions, category, limit, gold)
-    options = _OptimizeOptions(out, preset, attribution, judge, storage, program, seed)
+    given = _Given(data, train, val, test, split, per_split, sessions, category, limit, gold, seed)
+    options = _OptimizeOptions(out, preset, attribution, judge, storage, program)
     request = _optimize_request(_system(system, cfg), cfg, given, options, roles, loop)
     with progress.reporting(progress.for_stderr(quiet)):
         summary = optimize_system(request, on_round=_say_round)
@@ -149,7 +150,8 @@ def optimize_command(
 
 @dataclass(frozen=True)
 class _Given:
-    """The data and split flags of `optimize` and `compare` as given (None: not given)."""
+    """The data and split flags of `optimize` and `compare` as given (None: not given); the config's keys of the
+    same names stand in for those not given (`SplitRequest` and the seed of the splits)."""
 
     data: str | None
     train: str | None
@@ -161,21 +163,29 @@ class _Given:
     category: list[str] | None
     limit: int | None
     gold: str | None
+    seed: int | None
 
     def request_fields(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
-        """The request's data and split fields: each flag, else the config key of its name (`categories` for
-        `--category`), else the default."""
+        """The request's data and split fields and its seed: each flag, else the config key of its name
+        (`categories` for `--category`; a split's conversations as a YAML list or a comma-separated string), else
+        the default."""
         limit = self.limit if self.limit is not None else cfg.get("limit")
         return {
             "data": str(self.data or cfg.get("data") or "sample"),
             "data_slice": data_slice(self.sessions or cfg.get("sessions"), self.category or cfg.get("categories"),
                                      limit, gold=self.gold),
-            "train": self.train or cfg.get("train"),
-            "val": self.val or cfg.get("val"),
-            "test": self.test or cfg.get("test"),
+            "train": self.train or _ids(cfg.get("train")),
+            "val": self.val or _ids(cfg.get("val")),
+            "test": self.test or _ids(cfg.get("test")),
             "split": str(self.split or cfg.get("split") or "0.4,0.3,0.3"),
             "per_split": self.per_split if self.per_split is not None else cfg.get("per_split"),
+            "seed": self.seed if self.seed is not None else int(cfg.get("seed") or 0),
         }
+
+
+def _ids(value: Any) -> str | None:
+    """A config's conversation ids as the flags give them: a YAML list joined by commas, a string as it is."""
+    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 @dataclass(frozen=True)
@@ -188,7 +198,6 @@ class _OptimizeOptions:
     judge: bool | None
     storage: str | None
     program: Path | None
-    seed: int
 
 
 def _system(system: str | None, cfg: Mapping[str, Any]) -> str:
@@ -209,19 +218,19 @@ def _optimize_request(system: str, cfg: Mapping[str, Any], given: _Given, option
     opt_cfg = dict(cfg.get("optimize") or {})
     explicit = {k for k, v in {"data": given.data or cfg.get("data"), "split": given.split or cfg.get("split"),
                                "attribution": options.attribution or opt_cfg.get("attribution")}.items() if v}
-    explicit_loop = {**_loop_values(opt_cfg, loop), "seed": options.seed}
+    fields = given.request_fields(cfg)
+    explicit_loop = {**_loop_values(opt_cfg, loop), "seed": fields["seed"]}
     request = OptimizeRequest(
         system=system,
         out=options.out or (Path(cfg["out"]) if cfg.get("out") else _out("optimize", system)),
         roles=roles,
-        **given.request_fields(cfg),
+        **fields,
         program_settings=validate_program_settings(system, cfg.get("settings")),
         program_path=options.program or (Path(cfg["program"]) if cfg.get("program") else None),
         settings=LoopSettings.of(**explicit_loop),
         attribution=str(options.attribution or opt_cfg.get("attribution") or "graphtrace"),
         judge=bool(options.judge if options.judge is not None else opt_cfg.get("judge", False)),
         storage=options.storage or opt_cfg.get("storage"),
-        seed=options.seed,
         preset=options.preset or opt_cfg.get("preset"),
     )
     if request.preset:
@@ -279,10 +288,10 @@ def compare_command(
     category: Annotated[Optional[list[str]], typer.Option(help="Keep only this question category (repeatable).")] = None,  # noqa: UP045
     limit: Annotated[Optional[int], typer.Option(help="Keep the first N questions of the slice.", **_bounded("limit"))] = None,  # noqa: UP045
     gold: GoldOption = None,
-    attribution: Annotated[str, typer.Option(help="Attribution method of `memtrace`.")] = "graphtrace",
-    judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = False,
+    attribution: Annotated[Optional[str], typer.Option(help="Attribution method of `memtrace` (default: graphtrace).")] = None,  # noqa: UP045
+    judge: Annotated[Optional[bool], typer.Option("--judge/--no-judge", help="Score with the LLM judge (default: the token rule).")] = None,  # noqa: UP045
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output directory.")] = None,  # noqa: UP045
-    seed: Annotated[int, typer.Option(help="Seed for splits and minibatches.")] = 0,
+    seed: Annotated[Optional[int], typer.Option(help="Seed for splits and minibatches (default 0).")] = None,  # noqa: UP045
     resume: Annotated[bool, typer.Option("--resume", help="Keep the rows of --out's compare.json written by this same comparison; run only the optimizers with none.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     *,
@@ -301,10 +310,10 @@ def compare_command(
     from memtrace_opt.optimizers.comparison.compare import compare_optimizers
 
     cfg = load_config(config)
-    given = _Given(data, train, val, test, split, per_split, sessions, category, limit, gold)
+    given = _Given(data, train, val, test, split, per_split, sessions, category, limit, gold, seed)
     request = _compare_request(_system(system, cfg), cfg, given, _CompareOptions(optimizers, budget, time_budget,
-                               attribution, judge, out, seed, resume), roles, loop)
-    check_roles(roles, ("task", "reflection", "attributor", *(("judge",) if judge else ())))  # one short call each
+                               attribution, judge, out, resume), roles, loop)
+    check_roles(roles, ("task", "reflection", "attributor", *(("judge",) if request.judge else ())))  # a call each
     with progress.reporting(progress.for_stderr(quiet)):
         summary = compare_optimizers(request, on_row=_say_row)
     out_console = console()
@@ -319,29 +328,32 @@ class _CompareOptions:
     optimizers: str
     budget: int
     time_budget: float | None
-    attribution: str
-    judge: bool
+    attribution: str | None
+    judge: bool | None
     out: Path | None
-    seed: int
     resume: bool
 
 
 def _compare_request(system: str, cfg: Mapping[str, Any], given: _Given, options: _CompareOptions,
                      roles: ModelRoles, loop: dict[str, Any]) -> Any:
-    """The CompareRequest of the flags; from the config file only `data`, `settings` and the loop's `optimize:`
-    knobs (each optimizer's budget is compare's own)."""
+    """The CompareRequest of the flags over the config file: its data, slice and split keys and seed as optimize
+    reads them, `out`, `settings`, and from `optimize:` the loop's knobs, `attribution` and `judge` (each
+    optimizer's budget is compare's own)."""
     from memtrace_opt.optimizers.comparison.compare import CompareRequest, parse_optimizers
     from memtrace_opt.optimizers.loop.settings import LoopSettings
 
+    opt_cfg = dict(cfg.get("optimize") or {})
+    fields = given.request_fields(cfg)
     return CompareRequest(
         system=system,
-        out=options.out or _out("compare", system),
+        out=options.out or (Path(cfg["out"]) if cfg.get("out") else _out("compare", system)),
         roles=roles,
-        **given.request_fields({"data": cfg.get("data")}),
+        **fields,
         optimizers=parse_optimizers(options.optimizers), budget=options.budget, time_budget=options.time_budget,
-        attribution=options.attribution, judge=options.judge,
-        program_settings=validate_program_settings(system, cfg.get("settings")), seed=options.seed,
-        loop=LoopSettings.of(**_loop_values(dict(cfg.get("optimize") or {}), loop, COMPARE_OWN), seed=options.seed),
+        attribution=str(options.attribution or opt_cfg.get("attribution") or "graphtrace"),
+        judge=bool(options.judge if options.judge is not None else opt_cfg.get("judge", False)),
+        program_settings=validate_program_settings(system, cfg.get("settings")),
+        loop=LoopSettings.of(**_loop_values(opt_cfg, loop, COMPARE_OWN), seed=fields["seed"]),
         resume=options.resume,
     )
 

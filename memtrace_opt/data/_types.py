@@ -89,12 +89,15 @@ class Turn:
 
 @dataclass(frozen=True)
 class Session:
-    """One dated session of a conversation. `index` is 1-based and matches the "D{index}:" of its turns."""
+    """One dated session of a conversation. `index` is 1-based and matches the "D{index}:" of its turns.
+    `answer_session`: the dataset names it as a session holding the answer (LongMemEval's `answer_session_ids`;
+    an abstention question's answer sessions hold no turn marked as evidence)."""
 
     index: int
     date_time: str | None
     turns: tuple[Turn, ...]
     session_id: str | None = None
+    answer_session: bool = False
 
 
 @dataclass(frozen=True)

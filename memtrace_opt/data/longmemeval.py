@@ -4,8 +4,8 @@ Each LongMemEval record is one question with its own chat history, so each becom
 (`sample_id` = `question_id`) holding that single question. Sessions are put in chronological order
 of `haystack_dates` (the file does not always list them that way; a memory system must see them in
 time order), numbered from 1 in that order; turn ids are synthesized as "D{n}:{i}" (i from 1) so they
-look like LoCoMo's, and each Session keeps its original `haystack_session_ids` entry as `session_id`.
-Turns marked `has_answer` are the question's evidence. Question ids ending in `_abs` are abstention
+look like LoCoMo's, and each Session keeps its original `haystack_session_ids` entry as `session_id` (and is an
+`answer_session` when `answer_session_ids` names it). Turns marked `has_answer` are the question's evidence. Question ids ending in `_abs` are abstention
 questions. Integer answers are converted to strings.
 """
 
@@ -91,6 +91,10 @@ def _parse_record(record: Any, index: int, file: Path) -> Conversation:
             f"haystack_dates, haystack_session_ids and haystack_sessions differ in length "
             f"({len(dates)}, {len(ids)}, {len(raw_sessions)})"
         )
+    answer_ids = record.get("answer_session_ids") or []
+    if not isinstance(answer_ids, list):
+        raise fail(f"answer_session_ids is {type_name(answer_ids)}, not a list")
+    answers = {str(i) for i in answer_ids}
     # Chronological order; a stable sort keeps file order for equal dates.
     order = sorted(range(len(raw_sessions)), key=lambda k: str(dates[k]))
     sessions = []
@@ -114,7 +118,8 @@ def _parse_record(record: Any, index: int, file: Path) -> Conversation:
             )
             if item.get("has_answer") is True:
                 evidence.append(dia_id)
-        sessions.append(Session(index=n, date_time=date, turns=tuple(turns), session_id=str(ids[k])))
+        sessions.append(Session(index=n, date_time=date, turns=tuple(turns), session_id=str(ids[k]),
+                                answer_session=str(ids[k]) in answers))
     question_date = record.get("question_date")
     question = Question(
         question_id=question_id,

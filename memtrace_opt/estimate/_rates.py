@@ -8,11 +8,14 @@ estimate reads them. A slowed fake LM's rates are known from its settings.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import platform
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -207,12 +210,36 @@ def _total_tokens(lm: Any) -> tuple[int, int]:
     return (sum(u.prompt_tokens for u in usage.values()), sum(u.completion_tokens for u in usage.values()))
 
 
+class _CutOnPurpose(logging.Filter):
+    """Drops DSPy's warning that a reply was truncated: the measuring calls cut their replies short on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("LM response was truncated")
+
+
+@contextmanager
+def _truncation_expected() -> Iterator[None]:
+    """DSPy's truncation warnings (logger `dspy.clients.lm`) kept out of the user's terminal while inside."""
+    logger, cut = logging.getLogger("dspy.clients.lm"), _CutOnPurpose()
+    logger.addFilter(cut)
+    try:
+        yield
+    finally:
+        logger.removeFilter(cut)
+
+
 def measure_rates(lm: Any, *, model: str, prompt_words: int = 280, decode_tokens: int = 32,
                   source: str = "doctor") -> Rates:
     """Measure `lm` (a RoleLM built uncached; for the embedded model, with its prefix cache off): one tiny call
     first (a local model loads), a prompt of about `prompt_words` words read with a one-token reply (the reading
     rate, and the model's tokens per word), then a short prompt and `decode_tokens` decoded (the decoding rate,
-    its prompt's reading time taken off). A few seconds on a small local model."""
+    its prompt's reading time taken off). A few seconds on a small local model. The replies are cut short on
+    purpose: DSPy's warning that they were truncated is not shown."""
+    with _truncation_expected():
+        return _measure(lm, model, prompt_words, decode_tokens, source)
+
+
+def _measure(lm: Any, model: str, prompt_words: int, decode_tokens: int, source: str) -> Rates:
     _timed_call(lm, [{"role": "user", "content": f"{uuid.uuid4().hex[:8]}: reply with OK."}], 1)
     messages = _measure_prompt(prompt_words)
     seconds, prompt_tokens, _ = _timed_call(lm, messages, 1)

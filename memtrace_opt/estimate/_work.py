@@ -58,10 +58,6 @@ class Cost:
         return Cost(self.calls * factor, self.prompt_tokens * factor, self.completion_tokens * factor,
                     self.seconds * factor)
 
-    def per_call(self) -> float:
-        """Seconds per LM call (0 without calls)."""
-        return self.seconds / self.calls if self.calls else 0.0
-
 
 @dataclass(frozen=True)
 class ConversationWork:

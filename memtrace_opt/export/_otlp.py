@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -247,6 +248,33 @@ class _Counting:
         return bool(self.inner.force_flush(timeout_millis))
 
 
+class _Told(logging.Handler):
+    """Keeps what OpenTelemetry logs while it exports (its retries, an endpoint's refusal, an exporter's crash with
+    its traceback) instead of printing it: the export's own error says it in one line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.said: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        self.said.append(" ".join(f"{record.getMessage()}{f' ({error})' if error else ''}".split()))
+
+
+@contextmanager
+def _otel_told() -> Iterator[_Told]:
+    """OpenTelemetry's log records (logger `opentelemetry`) kept by a `_Told` while inside, not propagated."""
+    logger, told = logging.getLogger("opentelemetry"), _Told()
+    propagate = logger.propagate
+    logger.addHandler(told)
+    logger.propagate = False
+    try:
+        yield told
+    finally:
+        logger.removeHandler(told)
+        logger.propagate = propagate
+
+
 def _count_spans(run: RunArtifacts) -> int:
     total = 0
     for rel in run.graph_files():
@@ -279,6 +307,20 @@ def export_otlp(run_dir: str | Path, endpoint: str | None = None, *, span_export
     provider.add_span_processor(BatchSpanProcessor(counting, max_queue_size=max(2048, _count_spans(run) + 64),
                                                    max_export_batch_size=256, schedule_delay_millis=200))
     tracer = provider.get_tracer("memtrace_opt.export")
+    with _otel_told() as told:
+        traces, emitted = _replay_run(run, tracer, trace_api)
+        provider.force_flush(timeout_millis=120_000)
+        provider.shutdown()
+    if counting.failed or counting.sent < emitted:
+        why = f" ({told.said[0]})" if told.said else ""  # the first thing that went wrong
+        raise MemtraceError(f"could not deliver {emitted - counting.sent} of {emitted} spans to "
+                            f"{endpoint or 'the exporter'}{why}; is the collector running?")
+    log.info("exported %d spans in %d traces", emitted, traces)
+    return OtlpExportResult(endpoint=endpoint, traces=traces, spans=emitted)
+
+
+def _replay_run(run: RunArtifacts, tracer: Tracer, trace_api: Any) -> tuple[int, int]:
+    """Emits the spans of every graph of `run`; returns (traces, spans)."""
     by_graph: dict[str, list[dict[str, Any]]] = {}
     for case in run.cases:
         by_graph.setdefault(str(case.get("graph") or ""), []).append(case)
@@ -291,10 +333,4 @@ def export_otlp(run_dir: str | Path, endpoint: str | None = None, *, span_export
         count = _replay(tracer, trace_api, graph, by_graph.get(rel, []), verdicts)
         traces += bool(count)
         emitted += count
-    provider.force_flush(timeout_millis=120_000)
-    provider.shutdown()
-    if counting.failed or counting.sent < emitted:
-        raise MemtraceError(f"could not deliver {emitted - counting.sent} of {emitted} spans to "
-                            f"{endpoint or 'the exporter'}; is the collector running?")
-    log.info("exported %d spans in %d traces", emitted, traces)
-    return OtlpExportResult(endpoint=endpoint, traces=traces, spans=emitted)
+    return traces, emitted

@@ -301,7 +301,18 @@ def _optimize(manifest: dict[str, Any]) -> dict[str, Any] | None:
         "stop_reason": str((manifest.get("optimizer") or {}).get("stop_reason") or ""),
         "best": _number((manifest.get("optimizer") or {}).get("best_val_accuracy")),
         "interrupted": interrupted,
+        "test": _test(manifest.get("test")),
     }
+
+
+def _test(test: Any) -> dict[str, Any] | None:
+    """The optimization's test figure, before and after, with its label: "held-out test", or "same-conversation
+    questions" when the test shared memory with the training and validation questions; None without one."""
+    if not isinstance(test, dict) or _number(test.get("optimized_accuracy")) is None:
+        return None
+    return {"label": str(test.get("label") or "held-out test"),  # a manifest written before the label: held out
+            "baseline": _number(test.get("baseline_accuracy")), "optimized": _number(test.get("optimized_accuracy")),
+            "questions": test.get("questions")}
 
 
 def intern_strings(nodes: dict[str, dict[str, Any]], *, min_length: int = 160) -> list[str]:

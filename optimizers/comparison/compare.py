@@ -65,7 +65,14 @@ from memtrace_opt.optimizers.evaluation.examples import (
 )
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
 from memtrace_opt.optimizers.evaluation.qa import QAContext, unwrap_memory
-from memtrace_opt.optimizers.evaluation.splits import SplitRequest, make_splits, same_splits
+from memtrace_opt.optimizers.evaluation.splits import (
+    HELD_OUT,
+    NOT_HELD_OUT,
+    SAME_CONVERSATION,
+    SplitRequest,
+    make_splits,
+    same_splits,
+)
 from memtrace_opt.optimizers.loop.round_robin import RoundRobin
 from memtrace_opt.optimizers.loop.routing import EveryPredictor
 from memtrace_opt.optimizers.loop.settings import LoopSettings
@@ -198,16 +205,22 @@ class AnswerShape:
         return (f"{self.f1_before:.3f} → {self.f1_after:.3f}", f"{self.words_before:.1f} → {self.words_after:.1f}")
 
 
+# what the table calls the test's figure, by the splits' label of it
+_TEST_COLUMN = {HELD_OUT: "held-out", SAME_CONVERSATION: "same-conversation"}
+
+
 @dataclass
 class CompareSummary:
     out: Path
     rows: list[CompareRow]
     baseline_accuracy: float
     test_questions: int
+    test_label: str = HELD_OUT  # SAME_CONVERSATION when the test shares memory with train and val
 
     def markdown(self, title: str = "") -> str:
+        column = _TEST_COLUMN.get(self.test_label, self.test_label)
         lines = [f"### {title}" if title else "", "",
-                 "| optimizer | held-out before | held-out after | delta | fixed / broken | 95% CI, p | mean F1 | words "
+                 f"| optimizer | {column} before | {column} after | delta | fixed / broken | 95% CI, p | mean F1 | words "
                  "| cost: calls / conv, prompt words / answer | LM calls | to best | tokens | wall s | stop | changed |",
                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for row in self.rows:
@@ -221,14 +234,15 @@ class CompareSummary:
                          f"{f1} | {words} | {row.cost_cell()} | {row.lm_calls} | "
                          f"{to_best} | {row.tokens} | {row.seconds:.0f} | {stop} | {row.changed_label()} |")
         lines.append("")
-        lines.append(f"{self.test_questions} held-out questions; fixed / broken: questions wrong before and right after, "
+        why = f" ({NOT_HELD_OUT})" if self.test_label == SAME_CONVERSATION else ""
+        lines.append(f"{self.test_questions} {column} questions{why}; fixed / broken: questions wrong before and right after, "
                      "and the reverse; 95% CI: paired bootstrap interval of the delta in points, p: exact sign test on "
-                     "the fixed and broken questions; mean F1 and words: the held-out answers' token F1 and length, before "
+                     f"the fixed and broken questions; mean F1 and words: the {column} answers' token F1 and length, before "
                      "→ after (the token rule counts a long answer holding the gold words as right; F1 does not); "
                      "LM calls are task + reflection (+ attributor) calls; "
                      "'to best': LM calls spent when the returned program was first reached; stop: the LM-call "
                      "budget (calls), the time budget (time) or the optimizer's own stop (own); cost: the program's "
-                     "LM calls per held-out conversation and prompt words per answer, by a dry run, the unoptimized "
+                     "LM calls per test conversation and prompt words per answer, by a dry run, the unoptimized "
                      "program's -> the optimized one's.")
         return "\n".join(lines).lstrip() + "\n"
 
@@ -307,13 +321,12 @@ def _setting(request: CompareRequest, splits: Any, metric: AnswerMetric) -> dict
     }, default=str))
 
 
-def _write_tables(out: Path, setting: dict[str, Any], title: str, baseline: float, rows: Sequence[CompareRow],
-                  test_questions: int, timing: dict[str, Any]) -> None:
+def _write_tables(summary: CompareSummary, setting: dict[str, Any], title: str, timing: dict[str, Any]) -> None:
     """compare.json (with this run's `timing`: its estimate and seconds so far) and compare.md with the rows so far."""
-    write_json(out / "compare.json", {**setting, **timing, "baseline_accuracy": baseline,
-                                      "rows": [row.to_dict() for row in rows]})
-    summary = CompareSummary(out, list(rows), baseline, test_questions)
-    (out / "compare.md").write_text(summary.markdown(title), encoding="utf-8")
+    write_json(summary.out / "compare.json", {**setting, **timing, "baseline_accuracy": summary.baseline_accuracy,
+                                              "test_label": summary.test_label,
+                                              "rows": [row.to_dict() for row in summary.rows]})
+    (summary.out / "compare.md").write_text(summary.markdown(title), encoding="utf-8")
 
 
 def _resumed_rows(out: Path, setting: dict[str, Any]) -> list[CompareRow]:
@@ -394,16 +407,18 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         row = _row(name, request, student, train, val, models, context, metric, tester, test_cases, before, out)
         row.estimated_seconds = parts.get(name)
         rows.append(row)
-        _write_tables(out, setting, title, baseline, [*rows, *kept], len(test_cases),  # a crash keeps the rows
-                      _timing(estimated, started))
+        _write_tables(CompareSummary(out, [*rows, *kept], baseline, len(test_cases), splits.test_label),  # a crash
+                      setting, title, _timing(estimated, started))  # keeps the rows
         if on_row is not None:
             on_row(row)
     models.use_replies(None)
     rows += kept
-    _write_tables(out, setting, title, baseline, rows, len(test_cases), _timing(estimated, started))
-    summary = CompareSummary(out, rows, baseline, len(test_cases))
+    summary = CompareSummary(out, rows, baseline, len(test_cases), splits.test_label)
+    _write_tables(summary, setting, title, _timing(estimated, started))
     points = points_from_rows(rows, baseline)
-    plot_accuracy_vs_calls(points, baseline, out / "compare.png", title=f"{request.system}: held-out accuracy vs LM calls")
+    measure = f"{_TEST_COLUMN.get(summary.test_label, summary.test_label)} accuracy"
+    plot_accuracy_vs_calls(points, baseline, out / "compare.png", title=f"{request.system}: {measure} vs LM calls",
+                           measure=measure)
     return summary
 
 
@@ -471,20 +486,13 @@ def _timing(estimated: dict[str, Any] | None, started: float) -> dict[str, Any]:
 def _estimate(request: CompareRequest, student: Any, models: Models, splits: Any,
               names: list[str]) -> dict[str, Any]:
     """Say what the comparison will do and how long it should take; compare.json's `estimate`."""
-    from memtrace_opt.estimate import announce, job_rates
-    from memtrace_opt.optimizers.comparison.estimate import compare_estimate, split_work
+    from memtrace_opt.optimizers.comparison.estimate import announce_estimate, compare_estimate
 
     sizes = splits.sizes()
     plan = (f"compare {', '.join(names) or 'no optimizers'} on {request.system}, {request.data}: train "
             f"{sizes['train']} / val {sizes['val']} / test {sizes['test']} questions; each optimizer "
             f"{request.budget} LM calls" + (f" or {request.time_budget:g} s" if request.time_budget else ""))
-    rates, why = job_rates(models)
-    if rates is None:
-        return announce(plan, None, why)
-    cap = request.roles.spec("task").max_tokens
-    try:
-        work = split_work(student, splits, judge=request.judge, reply_cap=cap)
-    except Exception as error:  # noqa: BLE001 - a program the scripted fake LM cannot run still runs for real
-        return announce(plan, None, f"no estimate: the dry run failed ({type(error).__name__}: {error})")
-    return announce(plan, compare_estimate(work, splits, names, rates, budget=request.budget,
-                                    time_budget=request.time_budget, judge=request.judge))
+    return announce_estimate(plan, student, splits, models, judge=request.judge,
+                             reply_cap=request.roles.spec("task").max_tokens, estimate=lambda work, rates:
+                             compare_estimate(work, splits, names, rates, budget=request.budget,
+                                              time_budget=request.time_budget, judge=request.judge))

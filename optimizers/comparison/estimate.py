@@ -13,15 +13,18 @@ read-path one: the read path).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memtrace_opt.attribution.protocol import LM_FREE_METHODS
 from memtrace_opt.data import Conversation
-from memtrace_opt.estimate import CallCost, Cost, Estimate, Rates, Work, count_work
+from memtrace_opt.estimate import CallCost, Cost, Estimate, Rates, Work, announce, count_work, job_rates
 from memtrace_opt.optimizers.loop.settings import LoopSettings
 
-__all__ = ["split_work", "optimize_estimate", "compare_estimate"]
+__all__ = ["split_work", "announce_estimate", "optimize_estimate", "compare_estimate"]
+
+log = logging.getLogger(__name__)
 
 ATTRIBUTION_CALLS = 3  # LM calls an LM attribution method spends on a failed case, about (graphtrace stops early)
 REFLECTION_REPLY_WORDS = 150  # a proposed instruction, about
@@ -36,6 +39,22 @@ def split_work(program: Any, splits: Any, *, judge: bool, reply_cap: int | None)
         unique = {q.question_id: q for q in questions}
         merged[conversation.sample_id] = dataclasses.replace(conversation, questions=tuple(unique.values()))
     return count_work(program, list(merged.values()), judge=judge, reply_cap=reply_cap)
+
+
+def announce_estimate(plan: str, program: Any, splits: Any, models: Any, *, judge: bool, reply_cap: int | None,
+                      estimate: Callable[[Work, Rates], Estimate]) -> dict[str, Any]:
+    """Say `plan`, then how long the job should take: `estimate(work, rates)` of the dry run of `program` on the
+    splits (`split_work`) at the task model's rates (`job_rates`); where there are no rates, or the dry run fails,
+    why there is no estimate. Returns the manifest's (compare.json's) `estimate`."""
+    rates, why = job_rates(models)
+    if rates is None:
+        return announce(plan, None, why)
+    try:
+        work = split_work(program, splits, judge=judge, reply_cap=reply_cap)
+    except Exception as error:  # noqa: BLE001 - a program the scripted fake LM cannot run still runs for real
+        log.warning("no estimate: the dry run of the program failed: %s", error)
+        return announce(plan, None, f"no estimate: the dry run failed ({type(error).__name__}: {error})")
+    return announce(plan, estimate(work, rates))
 
 
 def _ids(conversations: Sequence[Conversation]) -> list[str]:

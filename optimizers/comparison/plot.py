@@ -57,16 +57,17 @@ def points_from_rows(rows: Iterable[_Row], baseline: float | None) -> list[PlotP
 
 
 def plot_accuracy_vs_calls(points: Sequence[PlotPoint], baseline: float | None, path: str | Path,
-                           title: str = "held-out accuracy vs LM calls") -> Path:
+                           title: str = "held-out accuracy vs LM calls", measure: str = "held-out accuracy") -> Path:
     """Write the chart as a PNG at `path` and return the path."""
     path = Path(path)
-    draw_chart(points, baseline, title).savefig(path)
+    draw_chart(points, baseline, title, measure).savefig(path)
     return path
 
 
 def draw_chart(points: Sequence[PlotPoint], baseline: float | None,
-               title: str = "held-out accuracy vs LM calls") -> Figure:
-    """The chart as a matplotlib figure on an Agg canvas (not registered with pyplot: nothing to close)."""
+               title: str = "held-out accuracy vs LM calls", measure: str = "held-out accuracy") -> Figure:
+    """The chart as a matplotlib figure on an Agg canvas (not registered with pyplot: nothing to close); `measure`
+    names the accuracy on the y axis (held-out, or same-conversation questions)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -86,7 +87,7 @@ def draw_chart(points: Sequence[PlotPoint], baseline: float | None,
         ax.annotate(f"{point.accuracy:.3f}", (x, point.accuracy), textcoords="offset points", xytext=(7, 4),
                     fontsize=8, color=color)
     ax.set_xlabel("LM calls spent (task + reflection + attributor)")
-    ax.set_ylabel("held-out accuracy (error bar: paired 95% interval)")
+    ax.set_ylabel(f"{measure} (error bar: paired 95% interval)")
     ax.set_title(title)
     ax.set_xlim(-0.03 * x_max, 1.12 * x_max)  # room for a point at 0 calls and the labels on the right
     ax.set_ylim(*_accuracy_range(points, baseline))

@@ -153,3 +153,20 @@ def test_an_abstention_question_is_never_a_gold_error() -> None:
     verdict = verdict_of("lineage", case_for(built.graph, gold="Not mentioned in the conversation", abstention=True),
                          judge)
     assert verdict.error_type == "ResponseError" and judge.asked == []
+
+
+def test_the_flow_methods_open_a_case_alike_a_graph_gold_error_or_an_error_verdict() -> None:
+    """`start_case`, the opening graphtrace and lineage share: the view and flow to work on, else the verdict that
+    ends the case first (a GoldError, or an error verdict when the graph cannot be followed)."""
+    import networkx as nx
+
+    from memtrace_opt.attribution import Verdict
+    from memtrace_opt.attribution.lineage import start_case
+
+    built = build("rag", "retrieval")
+    view, flow = start_case(case_for(built.graph), built.graph, CONFIG, FakeJudge(lambda text: False), "m")
+    assert flow.root(view).op == built.op_id
+    gold = start_case(case_for(built.graph, gold="Waffles"), built.graph, CONFIG, FakeJudge(lambda t: False), "m")
+    assert isinstance(gold, Verdict) and (gold.method, gold.error_type) == ("m", "GoldError")
+    broken = start_case(case_for(nx.MultiDiGraph()), nx.MultiDiGraph(), CONFIG, None, "m")
+    assert isinstance(broken, Verdict) and broken.error and broken.method == "m"

@@ -27,11 +27,12 @@ def test_the_quick_preset_ends_with_the_closing_lines_and_their_anchor_is_in_the
     taken = [c for c in rounds[0]["candidates"] if c["accepted"]]
     assert (taken[0]["why"] in first) if taken else ("nothing accepted (" in first)
     test = manifest["test"]
-    assert f"held-out test {test['baseline_accuracy']:.3f} -> {test['optimized_accuracy']:.3f}" in "\n".join(closing)
+    label = "same-conversation questions"  # the sample is one conversation: its test is not held out
+    assert f"{label} {test['baseline_accuracy']:.3f} -> {test['optimized_accuracy']:.3f}" in "\n".join(closing)
     # the preset's lineage needs no LM, so the held-out failures are blamed in the run (and in its verdicts.jsonl)
     failing = round(test["questions"] * (1 - test["optimized_accuracy"]))
     assert failing and sum(test["blame"]["ops"].values()) == failing and test["blame"]["method"] == "lineage"
-    blamed_line = next(line for line in closing if line.startswith("held-out test"))
+    blamed_line = next(line for line in closing if line.startswith(label))
     assert all(f"{op} {n}" in blamed_line for op, n in test["blame"]["ops"].items())
     cases = [json.loads(line) for line in (tmp_path / "opt" / "cases.jsonl").read_text().splitlines()]
     verdicts = [json.loads(line) for line in (tmp_path / "opt" / "verdicts.jsonl").read_text().splitlines()]

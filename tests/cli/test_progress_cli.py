@@ -39,12 +39,12 @@ def test_optimize_quick_shows_its_phases_unless_quiet(tmp_path, capsys: pytest.C
     argv = ["optimize", "--system", "rag", "--preset", "quick", "--lm", "fake", "--out", str(tmp_path / "opt")]
     assert run_cli(argv + (["--quiet"] if quiet else [])) == 0
     captured = capsys.readouterr()
-    assert "held-out test 0." in captured.out  # the closing lines: results, on stdout either way
+    assert "same-conversation questions 0." in captured.out  # the closing lines (the sample: one conversation)
     if quiet:
         assert captured.err == ""
         return
     for line in ("optimize rag on sample: train ", "estimate: about", "baseline: valset: done",
-                 "round 1: plan", "round 1: candidates", "held-out test: done"):
+                 "round 1: plan", "round 1: candidates", "same-conversation questions: done"):
         assert line in captured.err, line
     assert "baseline: valset" not in captured.out and "estimate" not in captured.out
 

@@ -78,3 +78,23 @@ def test_the_note_reaches_the_terminal_as_one_line(setup, quiet, said, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = note_lines(done.stderr)
     assert len(lines) == 1 and re.fullmatch(said, lines[0]), done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("command", ["optimize", "compare"])
+def test_a_configs_split_keys_are_read_as_the_flags_are(command, tmp_path):
+    """`train`, `val`, `test` (a string or a YAML list), `seed` and `out` from --config, in both commands."""
+    data = write_conversations(tmp_path / "three.json", ("c-a", "c-b", "c-c", "c-d"))
+    out = tmp_path / "out"
+    config = tmp_path / "splits.yaml"
+    config.write_text(f"system: rag\ndata: {data}\ntrain: [c-a, c-d]\nval: c-b\ntest: [c-c]\nseed: 3\nout: {out}\n"
+                      "optimize: {attribution: lineage}\n")
+    own = {"optimize": QUICK, "compare": ["--optimizers", "bootstrap", "--budget", "6"]}[command]
+    assert run_cli([command, "--lm", "fake", "--config", str(config), *own]) == 0
+    written = json.loads((out / ("manifest.json" if command == "optimize" else "compare.json")).read_text())
+    splits = written["splits"]
+    assert [splits[name]["conversations"] for name in ("train", "val", "test")] == [["c-a", "c-d"], ["c-b"], ["c-c"]]
+    if command == "compare":
+        assert written["loop"]["seed"] == 3
+    else:
+        config_written = (out / "config.yaml").read_text()
+        assert "seed: 3" in config_written and "attribution: lineage" in config_written

@@ -6,7 +6,10 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from memtrace_opt.data import Dataset, load_dataset, load_longmemeval
+from memtrace_opt.errors import DatasetError
 
 
 def test_counts_match_the_oracle_file(longmemeval: Dataset) -> None:
@@ -78,3 +81,19 @@ def test_has_answer_marks_evidence_in_a_small_record(write_json, make_longmemeva
     record["haystack_sessions"][0][0]["has_answer"] = True
     dataset = load_longmemeval(write_json("lme.json", [record]))
     assert dataset.conversations[0].questions[0].evidence == ("D2:1",)
+
+
+def test_answer_session_ids_mark_their_sessions(write_json, make_longmemeval_record) -> None:
+    """An abstention question marks no turn as evidence: its answer sessions are still known (the splits keep
+    it beside a question that holds the same session)."""
+    record = make_longmemeval_record("q3_abs")
+    dataset = load_longmemeval(write_json("lme.json", [record]))
+    sessions = dataset.conversations[0].sessions
+    assert [(s.session_id, s.answer_session) for s in sessions] == [("earlier", False), ("later", True)]
+    unnamed = load_longmemeval(write_json("none.json", [{**record, "answer_session_ids": None}]))
+    assert not any(s.answer_session for s in unnamed.conversations[0].sessions)
+
+
+def test_answer_session_ids_that_are_not_a_list_name_the_record(write_json, make_longmemeval_record) -> None:
+    with pytest.raises(DatasetError, match="q4.*answer_session_ids is a string, not a list"):
+        load_longmemeval(write_json("bad.json", [{**make_longmemeval_record("q4"), "answer_session_ids": "later"}]))

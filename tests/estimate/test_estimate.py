@@ -140,3 +140,22 @@ def test_compare_costs_the_warm_up_and_each_optimizer_at_its_budget(sample):
 def test_evaluation_steps_count_each_conversations_sessions_and_each_question(sample):
     cases = case_refs(make_examples(list(sample.conversations)))
     assert evaluation_steps(cases) == 3 + len(cases)
+
+
+def test_optimize_and_compare_say_why_a_failed_dry_run_leaves_no_estimate_alike(sample, monkeypatch, caplog):
+    from memtrace_opt.optimizers import optimize
+    from memtrace_opt.optimizers.comparison import compare
+    from memtrace_opt.optimizers.comparison import estimate as split_estimates
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("the program cannot be dry-run")
+
+    monkeypatch.setattr(split_estimates, "split_work", fails)
+    models, splits, student = Models(ModelRoles(task=ModelSpec(model="fake"))), _splits(sample), object()
+    said = [optimize._estimate(optimize.OptimizeRequest(system="rag", data="sample", out=Path("o")), student,
+                               models, splits),
+            compare._estimate(compare.CompareRequest(system="rag", data="sample", out=Path("c")), student, models,
+                              splits, ["memtrace"])]
+    why = "no estimate: the dry run failed (RuntimeError: the program cannot be dry-run)"
+    assert said == [{"seconds": None, "why": why}] * 2
+    assert sum("the program cannot be dry-run" in r.getMessage() for r in caplog.records) == 2  # each logs it

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -157,3 +160,51 @@ def test_each_question_carries_its_outcome_and_verdict(fake_run: Path, received:
                      for e in by_node[verdict["op_id"]].events}
         assert verdict["error_type"] in op_labels  # the blamed op's span carries the verdict too
     assert blamed > 0  # the fake run has failures lineage attributed
+
+
+class Refusing:
+    """An HTTP endpoint on 127.0.0.1 that answers every POST with 500."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+                return None
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(500)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="otlp-500", daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+@pytest.mark.parametrize("answer", ["500", "refused"])
+def test_an_endpoint_that_fails_is_one_line_and_exit_2(answer: str, demo_run: Path, closed_api_base: str) -> None:
+    """In a terminal (a process of its own, no logging set up): the exporter's retries and failures stay quiet,
+    and the error line says what the endpoint answered."""
+    need_module("opentelemetry.exporter.otlp.proto.http", "pip install -e '.[dev]' installs it")
+    server = Refusing() if answer == "500" else None
+    endpoint = server.endpoint if server else closed_api_base.removesuffix("/v1")
+    try:
+        done = subprocess.run([sys.executable, "-c", "from memtrace_opt.cli import main; main()", "export",
+                               str(demo_run), "--otlp", endpoint], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "OTEL_EXPORTER_OTLP_TIMEOUT": "2"})
+    finally:
+        if server:
+            server.close()
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: could not deliver"), done.stderr
+    assert ("code: 500" if answer == "500" else "Connection refused") in lines[0]

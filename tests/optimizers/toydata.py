@@ -51,7 +51,9 @@ def toy_conversation(sample_id: str = "toy-opt") -> Conversation:
 
 
 def write_locomo(path, sample_ids=("toy-a", "toy-b")) -> None:
-    """The toy conversation in LoCoMo's file format, once per sample id (question ids become `<id>:q<i>`)."""
+    """The toy conversation in LoCoMo's file format, once per sample id (question ids become `<id>:q<i>`), each
+    session closed by a turn naming the sample id: the same sessions in two conversations would make them one unit
+    of the splits (they would share evidence)."""
     import json
 
     category_ids = {"temporal": 2, "single-hop": 4}
@@ -62,7 +64,7 @@ def write_locomo(path, sample_ids=("toy-a", "toy-b")) -> None:
             conversation[f"session_{index}_date_time"] = date
             conversation[f"session_{index}"] = [
                 {"speaker": speaker, "dia_id": f"D{index}:{n}", "text": text}
-                for n, (speaker, text) in enumerate(lines, start=1)
+                for n, (speaker, text) in enumerate([*lines, ("Bob", f"({sample_id})")], start=1)
             ]
         qa = [{"question": text, "answer": answer, "evidence": list(evidence), "category": category_ids[category]}
               for _, text, answer, evidence, category in QUESTIONS]

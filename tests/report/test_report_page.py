@@ -88,6 +88,17 @@ def test_the_round_cut_short_reaches_the_page_with_what_it_had_done_and_an_older
     assert cut["round"] == 3 and "phase" not in cut and len(cut["candidates"]) == 2
 
 
+def test_the_test_figure_keeps_its_label_and_an_older_manifest_reads_as_held_out(demo_run: Path) -> None:
+    assert build_payload(load_run(demo_run))["optimize"]["test"] is None  # the demo records no test
+    manifest = json.loads((demo_run / "manifest.json").read_text())
+    figure = {"baseline_accuracy": 0.25, "optimized_accuracy": 0.5, "questions": 4}
+    for label, shown in (("same-conversation questions", "same-conversation questions"), (None, "held-out test")):
+        manifest["test"] = {**figure, **({"label": label} if label else {})}
+        (demo_run / "manifest.json").write_text(json.dumps(manifest))
+        test = build_payload(load_run(demo_run))["optimize"]["test"]
+        assert test == {"label": shown, "baseline": 0.25, "optimized": 0.5, "questions": 4}
+
+
 def test_summary_reads_both_accuracy_shapes(demo_run: Path) -> None:
     manifest = json.loads((demo_run / "manifest.json").read_text())
     manifest["accuracy"] = {"overall": {"count": 7, "mean_f1": 0.25, "rule_accuracy": 0.5, "judge_accuracy": None},

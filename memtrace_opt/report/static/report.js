@@ -633,7 +633,8 @@
     document.getElementById("nav-optimize").hidden = false;
     root.appendChild(h("div", { cls: "section-head" }, h("h2", { text: "Optimization" }),
       plain("baseline " + pct(O.baseline)), O.best !== null ? plain("best " + pct(O.best), "ok") : null,
-      plain(O.rounds.length + " rounds"), O.stop_reason ? plain("stopped: " + O.stop_reason) : null));
+      plain(O.rounds.length + " rounds"), O.stop_reason ? plain("stopped: " + O.stop_reason) : null,
+      O.test ? plain(O.test.label + " " + pct(O.test.baseline) + " → " + pct(O.test.optimized) + " (" + num(O.test.questions) + " questions)", "plain test-figure") : null));
     var plot = h("div", { cls: "panel" }, h("h3", { text: "Validation accuracy by round" }));
     var holder = h("div", { id: "accuracy-plot" });
     holder.innerHTML = O.plot;  // built in Python, every text escaped

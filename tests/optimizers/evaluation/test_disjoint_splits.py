@@ -9,18 +9,26 @@ from dataclasses import replace
 import pytest
 from toydata import toy_conversation
 
-from memtrace_opt.data import Dataset
+from memtrace_opt.data import Conversation, Dataset
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.optimizers.evaluation.splits import SPLIT_NAMES, SplitMode, make_splits, same_splits
 
 
 def dataset(*sizes: int) -> Dataset:
-    """Conversations c0, c1, ... holding the first `size` of the toy conversation's nine questions each."""
+    """Conversations c0, c1, ... holding the first `size` of the toy conversation's nine questions each, each with
+    turns of its own (the same turns in two conversations would join them in one unit)."""
     conversations = []
     for index, size in enumerate(sizes):
-        conversation = toy_conversation(f"c{index}")
+        conversation = distinct(toy_conversation(f"c{index}"))
         conversations.append(replace(conversation, questions=conversation.questions[:size]))
     return Dataset("toy", "toy.json", tuple(conversations))
+
+
+def distinct(conversation: Conversation) -> Conversation:
+    """`conversation` with its id in every turn's text."""
+    return replace(conversation, sessions=tuple(
+        replace(s, turns=tuple(replace(t, text=f"{t.text} ({conversation.sample_id})") for t in s.turns))
+        for s in conversation.sessions))
 
 
 def conversations(splits) -> dict[str, list[str]]:
