@@ -32,6 +32,7 @@ __all__ = [
     "demo_changes",
     "system_name",
     "save_program",
+    "write_deployment_files",
     "load_optimized",
     "instructions_digest",
 ]
@@ -120,6 +121,17 @@ def save_program(program: MemoryProgram, path: str | Path, *, extra: dict[str, A
     }
     path.write_text(json.dumps(state, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def write_deployment_files(program: MemoryProgram, directory: str | Path) -> list[Path]:
+    """Writes into `directory` (beside a saved program.json) the files `program` says a user deploys with it
+    (`MemoryProgram.deployment_files`: for `mem0ai`, the Mem0 configuration of its prompts). Returns their paths."""
+    written = []
+    for name, text in program.deployment_files().items():
+        path = Path(directory) / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def load_optimized(path: str | Path, *, system: str | None = None, settings: dict[str, Any] | None = None) -> MemoryProgram:
