@@ -8,7 +8,8 @@ import uuid
 
 import dspy
 import pytest
-from mem0ai_kit import KeptMemory, extraction_skills, need_mem0ai
+from mem0ai_kit import KeptMemory, extraction_skills
+from required import need_mem0ai
 
 from memtrace_opt.attribution.runs import attribute_run
 from memtrace_opt.cli import main
