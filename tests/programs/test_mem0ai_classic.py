@@ -8,20 +8,15 @@ import json
 
 import dspy
 import pytest
-from mem0ai_kit import KeptMemory
+from mem0ai_kit import KeptMemory, blamed, planted_skills, without
 from required import need_mem0ai
 
 from memtrace_opt.attribution import GraphView
-from memtrace_opt.attribution.runs import attribute_run
-from memtrace_opt.lm import ModelRoles, Models
-from memtrace_opt.lm.roles import ModelSpec
 from memtrace_opt.programs.mem0ai._library import import_mem0
 from memtrace_opt.programs.mem0ai.session import session_of
-from memtrace_opt.runner import RunRequest, run_system
-from memtrace_opt.testing import FakeCall, FakeEngine, FakeReply, Skill, fake_lm
-from memtrace_opt.testing.mem0_skills import classic_update_decision, mem0_skills
+from memtrace_opt.testing import fake_lm
 from memtrace_opt.testing.skills import default_skills
-from memtrace_opt.tracing import load_graph, trace_conversation
+from memtrace_opt.tracing import trace_conversation
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 MERGE = "Merge a new fact into the existing memory it adds to (UPDATE)."
@@ -66,23 +61,9 @@ def test_two_calls_per_add_and_every_version_mem0_keeps(sample):
 
 
 def test_a_fact_the_decision_skips_is_blamed_on_the_update_decision(tmp_path):
-    def skip_the_dog(call: FakeCall) -> dict:
-        try:
-            classic_update_decision(call)
-        except FakeReply as reply:
-            actions = [a for a in json.loads(reply.text)["memory"] if "Biscuit" not in a["text"]]
-            raise FakeReply(json.dumps({"memory": actions})) from None
-        raise AssertionError("the decision skill always replies raw")
-
-    decision = next(s for s in mem0_skills() if s.name == "mem0ai.update_decision")
-    engine = FakeEngine(skills=[Skill((), skip_the_dog, name=decision.name, when=decision.when), *default_skills()])
-    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=engine)
-    run_system(RunRequest(system="mem0ai", data="sample", out=tmp_path / "run", judge=False), progress=False,
-               models=models)
-    verdicts = {v.case_id: v for v in attribute_run(tmp_path / "run", "lineage").verdicts}
-    dog = verdicts["mem0ai:sample-1:q0"]  # "What is the name of Theo's dog?"
+    dog, graph = blamed(tmp_path / "run", planted_skills("mem0ai.update_decision", without("Biscuit")),
+                        "mem0ai:sample-1:q0")  # "What is the name of Theo's dog?"
     assert (dog.error_type, dog.op, dog.predictor) == ("UpdateError", "mem0ai.update_decision", "update_decision.predict")
-    graph = load_graph(tmp_path / "run" / "graphs" / "sample-1.json")
     assert any("Biscuit" in fact for fact in graph.nodes[dog.op_id]["inputs"]["facts"])
     dropped = [d for a in graph.nodes.values() if a.get("name") == "dropped" for d in a["value"]]
     assert all("Biscuit" not in json.dumps(d) for d in dropped)  # skipped by the LM, not dropped by Mem0

@@ -8,24 +8,21 @@ import uuid
 
 import dspy
 import pytest
-from mem0ai_kit import KeptMemory, extraction_skills
+from mem0ai_kit import KeptMemory, blamed, planted_skills, without
 from required import need_mem0ai
 
-from memtrace_opt.attribution.runs import attribute_run
 from memtrace_opt.cli import main
 from memtrace_opt.errors import ConfigError
-from memtrace_opt.lm import ModelRoles, Models
-from memtrace_opt.lm.roles import ModelSpec
 from memtrace_opt.optimizers import with_instruction
 from memtrace_opt.programs import make_program
 from memtrace_opt.programs.mem0ai import _library
 from memtrace_opt.programs.mem0ai.session import USER_ID, session_of
-from memtrace_opt.runner import RunRequest, run_system
 from memtrace_opt.testing import FakeEngine, fake_lm
 from memtrace_opt.testing.skills import default_skills
-from memtrace_opt.tracing import load_graph, trace_conversation
+from memtrace_opt.tracing import trace_conversation
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+DOG = "mem0ai:sample-1:q0"  # "What is the name of Theo's dog?"
 
 
 @pytest.fixture(autouse=True)
@@ -73,14 +70,8 @@ def test_a_sample_run_gives_a_graph_of_mem0_ids_with_their_versions_and_turns(sa
 
 def test_a_planted_extraction_failure_is_blamed_on_mem0s_extraction_call(tmp_path):
     # the extraction drops every memory about the dog: its name is asked and can only be lost there
-    skills = extraction_skills(lambda memories: [m for m in memories if "Biscuit" not in m["text"]])
-    models = Models(ModelRoles(task=ModelSpec("fake")), fake_engine=FakeEngine(skills=skills))
-    run_system(RunRequest(system="mem0ai", data="sample", out=tmp_path / "run", judge=False), progress=False,
-               models=models)
-    verdicts = {v.case_id: v for v in attribute_run(tmp_path / "run", "lineage").verdicts}
-    dog = verdicts["mem0ai:sample-1:q0"]  # "What is the name of Theo's dog?"
+    dog, graph = blamed(tmp_path / "run", planted_skills("mem0ai.extract", without("Biscuit")), DOG)
     assert (dog.error_type, dog.op, dog.predictor) == ("ExtractionError", "mem0ai.extract", "extract.predict")
-    graph = load_graph(tmp_path / "run" / "graphs" / "sample-1.json")
     assert "Biscuit" in graph.nodes[dog.op_id]["inputs"]["messages"][1]["content"]  # it was shown the turn
 
 
@@ -92,7 +83,7 @@ def test_a_duplicate_mem0_drops_is_recorded_on_the_add_that_dropped_it(sample):
         return [*memories, {"id": str(len(memories)), "text": said[0]["text"], "attributed_to": "user"}]
 
     program = KeptMemory()
-    with dspy.context(lm=fake_lm(extraction_skills(repeat_the_first))):
+    with dspy.context(lm=fake_lm(planted_skills("mem0ai.extract", repeat_the_first))):
         graph = trace_conversation(program, sample, sample.questions[:1]).graph()
     texts = [a["value"] for a in graph.nodes.values() if a.get("vtype") == "memory"]
     assert texts.count(said[0]["text"]) == 1  # Mem0 stored it once
