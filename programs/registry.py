@@ -20,7 +20,7 @@ BUILTIN_SYSTEMS: dict[str, str] = {
 }
 # Systems that run another library, found by name too; each needs its extra installed (its error says which).
 LIBRARY_SYSTEMS: dict[str, str] = {
-    "mem0ai": "memtrace_opt.programs.mem0ai:Mem0aiMemory",
+    "mem0ai": "memtrace_opt.programs.mem0ai.program:Mem0aiMemory",
 }
 SYSTEMS: dict[str, str] = {**BUILTIN_SYSTEMS, **LIBRARY_SYSTEMS}
 

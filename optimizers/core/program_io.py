@@ -18,7 +18,7 @@ from typing import Any
 import dspy
 
 from memtrace_opt.errors import ConfigError
-from memtrace_opt.programs import BUILTIN_SYSTEMS, MemoryProgram, make_program
+from memtrace_opt.programs import SYSTEMS, MemoryProgram, make_program
 
 __all__ = [
     "PROGRAM_SCHEMA_VERSION",
@@ -102,9 +102,9 @@ def demo_changes(before: dspy.Module, after: dspy.Module) -> dict[str, int]:
 
 
 def system_name(program: MemoryProgram) -> str:
-    """The built-in name of a program's class, else its import path `module:Class`."""
+    """The name a program's class is found by (built-in, or a library's), else its import path `module:Class`."""
     path = f"{type(program).__module__}:{type(program).__name__}"
-    return next((name for name, target in BUILTIN_SYSTEMS.items() if target == path), path)
+    return next((name for name, target in SYSTEMS.items() if target == path), path)
 
 
 def save_program(program: MemoryProgram, path: str | Path, *, extra: dict[str, Any] | None = None) -> Path:

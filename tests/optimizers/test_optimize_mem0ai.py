@@ -42,6 +42,7 @@ def test_optimize_writes_a_mem0_configuration_the_library_takes_and_uses(tmp_pat
 
     memory = import_mem0().Memory.from_config({**offline_config(384), **written})  # the library accepts it ...
     assert memory.custom_instructions == FIX.strip()
+    assert json.loads((out / "program.json").read_text())["memtrace"]["system"] == "mem0ai"
     program = load_optimized(out)  # ... and the next run of the saved program puts it in Mem0's prompt
     assert program.mem0_config() == written
     engine = FakeEngine(skills=default_skills())
