@@ -96,6 +96,9 @@ class Mem0Call(LMOperation):
             reply = self._ask(list(messages))
         except Exception as error:  # noqa: BLE001 - a failed call is recorded; Mem0 sees an empty reply
             message = f"{self.op_name}: {type(error).__name__}: {' '.join(str(error).split())[:300]}"
+            if "context" in f"{type(error).__name__} {error}".lower():
+                message += (" (Mem0's prompt is long: 2.x's extraction prompt alone is about 8k tokens; give the task "
+                            "model more context, for the embedded one `extra: {n_ctx: 16384}`)")
             log.warning("%s", message)
             return dspy.Prediction(reply="", **self.parse(""), error=message)
         return dspy.Prediction(reply=reply, **self.parse(reply), error=None)

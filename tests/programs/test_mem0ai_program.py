@@ -17,7 +17,8 @@ from memtrace_opt.optimizers import with_instruction
 from memtrace_opt.programs import make_program
 from memtrace_opt.programs.mem0ai import _library
 from memtrace_opt.programs.mem0ai.session import USER_ID, session_of
-from memtrace_opt.testing import FakeEngine, fake_lm
+from memtrace_opt.testing import FakeCall, FakeEngine, Skill, fake_lm
+from memtrace_opt.testing.mem0_skills import mem0_skills
 from memtrace_opt.testing.skills import default_skills
 from memtrace_opt.tracing import trace_conversation
 
@@ -139,3 +140,18 @@ def test_without_the_library_the_system_names_the_install_command(monkeypatch, c
     assert stopped.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "memtrace-opt[mem0ai]" in err
+
+
+def test_a_prompt_past_the_models_context_is_an_op_error_that_says_the_fix(sample):
+    from dspy.lm15 import ContextLengthError
+
+    def too_long(call: FakeCall) -> dict:
+        raise ContextLengthError("the prompt does not fit the context window", provider="fake")
+
+    first = mem0_skills()[0]
+    skills = [Skill((), too_long, name=first.name, when=first.when), *default_skills()]
+    with dspy.context(lm=fake_lm(skills)):
+        traced = trace_conversation(make_program("mem0ai"), sample, sample.questions[:1])
+    failed = [f for f in traced.failures if f.op == "mem0ai.extract"]
+    assert failed and all("n_ctx: 16384" in f.error for f in failed)
+    assert traced.answers  # the run went on: each window's add() stored nothing
