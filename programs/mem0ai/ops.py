@@ -19,7 +19,7 @@ import json
 import logging
 import warnings
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import dspy
 
@@ -215,9 +215,10 @@ class Mem0Write(Operation):
 
     writes_store = True
 
-    def __init__(self, op_name: str, role: OpRole) -> None:
+    def __init__(self, action: Literal["store", "update", "delete"], role: OpRole) -> None:
         super().__init__()
-        setattr(self, "op_name", op_name)  # noqa: B010 - an instance's name shadows the class default
+        self.action = action
+        setattr(self, "op_name", f"mem0ai.{action}")  # noqa: B010 - an instance's name shadows the class default
         setattr(self, "role", role)  # noqa: B010
 
     def run(self, ids: Sequence[str], state: MemoryState, memories: Sequence[str] | None = None,
@@ -231,9 +232,9 @@ class Mem0Write(Operation):
         units: list[MemoryUnit] = []
         for unit_id, text in zip(ids, texts, strict=False):
             try:
-                if self.op_name == "mem0ai.store":
+                if self.action == "store":
                     units.append(state.store.add(text, unit_id=unit_id, timestamp=when, source_turns=sources))
-                elif self.op_name == "mem0ai.update":
+                elif self.action == "update":
                     units.append(state.store.update(unit_id, text, timestamp=when, source_turns=sources))
                 else:
                     units.append(state.store.delete(unit_id))

@@ -104,9 +104,9 @@ class Mem0aiMemory(MemoryProgram):
             self.update_decision = ClassicUpdateDecision(cfg.custom_update_memory_prompt
                                                          or prompts.DEFAULT_UPDATE_MEMORY_PROMPT, cfg.max_tokens)
             store_role = OpRole.UPDATES  # an ADD the update decision chose
-        self.store = Mem0Write("mem0ai.store", store_role)
-        self.update = Mem0Write("mem0ai.update", OpRole.UPDATES)
-        self.delete = Mem0Write("mem0ai.delete", OpRole.DELETES)
+        self.store = Mem0Write("store", store_role)
+        self.update = Mem0Write("update", OpRole.UPDATES)
+        self.delete = Mem0Write("delete", OpRole.DELETES)
         self.search = Mem0Search()
         self.answer = Mem0Answer()
 

@@ -148,6 +148,7 @@ def test_on_registers_skills_in_order_and_as_decorator():
     assert engine.counts == {"both": 1, "answer": 1}
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # a raw message list, as another library sends one
 def test_a_skill_claims_prompts_no_adapter_wrote_by_when():
     def raw(call: FakeCall) -> dict[str, object]:
         raise FakeReply('{"facts": ["Odalys keeps bees."]}')
