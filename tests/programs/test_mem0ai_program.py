@@ -155,3 +155,16 @@ def test_a_prompt_past_the_models_context_is_an_op_error_that_says_the_fix(sampl
     failed = [f for f in traced.failures if f.op == "mem0ai.extract"]
     assert failed and all("n_ctx: 16384" in f.error for f in failed)
     assert traced.answers  # the run went on: each window's add() stored nothing
+
+
+def test_the_extra_pins_the_tested_version_which_pulls_no_torch_and_the_base_install_has_no_mem0():
+    from importlib.metadata import requires
+    from pathlib import Path
+
+    from memtrace_opt.programs.mem0ai._library import TESTED
+
+    project = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    base = project.split("dependencies = [", 1)[1].split("]", 1)[0]
+    assert f'mem0ai = ["mem0ai=={TESTED[0]}"]' in project and "mem0" not in base
+    needed = [r.split(";")[0].strip().lower() for r in requires("mem0ai") or [] if "extra ==" not in r]
+    assert needed and not [r for r in needed if r.startswith(("torch", "fastembed", "spacy", "sentence"))]
