@@ -90,6 +90,17 @@ class Mem0Call(LMOperation):
     def parse(self, reply: str) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def render(self, outputs: dspy.Prediction) -> str:  # pragma: no cover - abstract
+        """A reply that Mem0 parses into `outputs`' parsed fields (the inverse of `parse`)."""
+        raise NotImplementedError
+
+    def reply_for_mem0(self, outputs: dspy.Prediction) -> str:
+        """What Mem0 is handed for a call: the LM's reply; for outputs a replay forced (a counterfactual repair of
+        the parsed fields, merged over the recorded ones), the reply those fields amount to."""
+        if getattr(outputs, "_memtrace_replayed", None) == "forced":
+            return self.render(outputs)
+        return str(outputs.get("reply") or "")
+
     def run(self, messages: Sequence[dict[str, Any]], turns: Sequence[Turn] = (), existing: Sequence[MemoryUnit] = (),
             facts: Sequence[str] = ()) -> dspy.Prediction:
         try:
@@ -145,6 +156,10 @@ class AdditiveExtract(Mem0Call):
         texts = [item.get("text") for item in items if isinstance(item, dict)] if isinstance(items, list) else []
         return {"memories": [text for text in texts if isinstance(text, str) and text]}
 
+    def render(self, outputs: dspy.Prediction) -> str:
+        memories = [{"id": str(i), "text": text} for i, text in enumerate(outputs.get("memories") or [])]
+        return json.dumps({"memory": memories}, ensure_ascii=False)
+
 
 # 1.0.x ----------------------------------------------------------------------------------------------------------
 class FactExtraction(dspy.Signature):
@@ -171,6 +186,9 @@ class ClassicExtractFacts(Mem0Call):
             facts = []
         return {"facts": [str(fact) for fact in facts]}
 
+    def render(self, outputs: dspy.Prediction) -> str:
+        return json.dumps({"facts": list(outputs.get("facts") or [])}, ensure_ascii=False)
+
 
 class MemoryUpdateDecision(dspy.Signature):
     """Mem0's update prompt (its custom_update_memory_prompt)."""
@@ -192,6 +210,9 @@ class ClassicUpdateDecision(Mem0Call):
         """`memory_actions`: the action objects as the LM wrote them (ids are positions in the memories shown)."""
         items = _field(reply, "memory")
         return {"memory_actions": [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []}
+
+    def render(self, outputs: dspy.Prediction) -> str:
+        return json.dumps({"memory": list(outputs.get("memory_actions") or [])}, ensure_ascii=False)
 
 
 # add(), writes, search ------------------------------------------------------------------------------------------

@@ -133,11 +133,11 @@ class Mem0Session:
             inputs["turns"] = list(window.turns)
             if self.pipeline is Pipeline.ADDITIVE:
                 inputs["existing"] = self._units(window.searches[0] if window.searches else [])
-        reply = self.traced(op, **inputs)
-        window.extracted = list(reply.get("memories") or window.extracted)
-        window.facts = list(reply.get("facts") or window.facts)
-        window.actions = list(reply.get("memory_actions") or window.actions)
-        return str(reply.get("reply") or "")
+        outputs = self.traced(op, **inputs)
+        window.extracted = list(outputs.get("memories") or window.extracted)
+        window.facts = list(outputs.get("facts") or window.facts)
+        window.actions = list(outputs.get("memory_actions") or window.actions)
+        return op.reply_for_mem0(outputs)
 
     def _units(self, ids: Sequence[str]) -> list[MemoryUnit]:
         units = []

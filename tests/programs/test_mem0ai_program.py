@@ -168,3 +168,20 @@ def test_the_extra_pins_the_tested_version_which_pulls_no_torch_and_the_base_ins
     assert f'mem0ai = ["mem0ai=={TESTED[0]}"]' in project and "mem0" not in base
     needed = [r.split(";")[0].strip().lower() for r in requires("mem0ai") or [] if "extra ==" not in r]
     assert needed and not [r for r in needed if r.startswith(("torch", "fastembed", "spacy", "sentence"))]
+
+
+def test_a_forced_repair_of_the_extraction_reaches_mem0_in_a_replay(sample):
+    from memtrace_opt.tracing import replay
+
+    lost = "Theo has a dog named Biscuit."
+    with dspy.context(lm=fake_lm(planted_skills("mem0ai.extract", without("Biscuit")))):
+        traced = trace_conversation(make_program("mem0ai"), sample, sample.questions[:1])
+        graph = traced.graph()
+        seq = next(a["seq"] for a in graph.nodes.values() if a.get("op") == "mem0ai.extract"
+                   and "Biscuit" in a["inputs"]["messages"][1]["content"])
+        outputs = graph.nodes[f"op:{seq}"]["outputs"]
+        repaired = replay(make_program("mem0ai"), sample, sample.questions[:1], traced.events,
+                          forced={seq: {"memories": [*outputs["memories"], lost]}})
+    texts = [a["value"] for a in repaired.graph.nodes.values() if a.get("vtype") == "memory"]
+    assert lost in texts and lost not in [a["value"] for a in graph.nodes.values() if a.get("vtype") == "memory"]
+    assert repaired.graph.nodes[f"op:{seq}"]["replayed"] == "forced"
