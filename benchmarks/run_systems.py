@@ -29,7 +29,7 @@ from memtrace_opt.lm.roles import ModelRoles, ModelSpec  # noqa: E402
 from memtrace_opt.metrics import TOKEN_RULE  # noqa: E402
 from memtrace_opt.runner import RunRequest, run_system  # noqa: E402
 
-SYSTEMS = ("long_context", "rag", "mem0", "evermemos")
+SYSTEMS = ("long_context", "rag", "mem0", "evermemos")  # and mem0ai, by --systems, where its extra is installed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,10 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm", default="embedded")
     parser.add_argument("--no-judge", action="store_true")
     parser.add_argument("--no-cache", action="store_true", help="every LM call live (DSPy's cache off), for timings")
+    parser.add_argument("--n-ctx", type=int, default=None,
+                        help="the embedded engine's context (mem0ai: Mem0 2.x's extraction prompt alone is about 8k tokens)")
     parser.add_argument("--out", type=Path, default=Path("runs") / f"bench-systems-{time.strftime('%Y%m%d-%H%M%S')}")
     args = parser.parse_args(argv)
 
-    roles = ModelRoles(task=ModelSpec(model=args.lm, extra={"cache": False} if args.no_cache else {}))
+    extra: dict[str, object] = {"cache": False} if args.no_cache else {}
+    if args.n_ctx:
+        extra["n_ctx"] = args.n_ctx
+    roles = ModelRoles(task=ModelSpec(model=args.lm, extra=extra))
     samples = tuple(s for s in args.samples.split(",") if s) if args.samples else None
     categories = tuple(c for c in args.categories.split(",") if c) if args.categories else None
     data_slice = DataSlice(sample_ids=samples, sessions=parse_sessions(args.sessions) if args.sessions else None,

@@ -9,6 +9,7 @@
                     before/after, LM usage by role, timings
     verdicts.jsonl  every attribution verdict of every round (with its round)
     program.json    the optimized program (DSPy state: `Mem0Memory().load(path)` or `load_optimized(path)`)
+    mem0_config.json  (`mem0ai` only) the Mem0 configuration its prompts amount to, for a user to merge into theirs
     cases.jsonl     the optimized program's test answers (baseline answer and correctness in `extra`)
     graphs/*.json   the evolution graphs of the optimized program's test runs
     report.html     the page of `memtrace report` (the rounds, and the failed test questions)
@@ -32,7 +33,7 @@ from memtrace_opt.errors import ConfigError, Interrupted, MemtraceError
 from memtrace_opt.estimate import job_rates
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.reply_cache import ReplyCache
-from memtrace_opt.optimizers.core.program_io import instructions_of, save_program
+from memtrace_opt.optimizers.core.program_io import instructions_of, save_program, write_deployment_files
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import case_refs, evaluation_steps, make_examples
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric
@@ -253,6 +254,7 @@ def _optimize(
     result = optimizer.result
     assert result is not None
     save_program(optimized, run.program_path, extra={"study": result.study_name})
+    write_deployment_files(optimized, run.root)
     with run.verdicts_path.open("w", encoding="utf-8") as handle:
         for verdict in result.verdicts:
             handle.write(json.dumps(verdict, sort_keys=True, ensure_ascii=False) + "\n")

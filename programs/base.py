@@ -109,6 +109,11 @@ class MemoryProgram(dspy.Module):
     def respond(self, question: Question, state: MemoryState) -> dspy.Prediction:  # pragma: no cover
         raise NotImplementedError
 
+    def deployment_files(self) -> dict[str, str]:
+        """Files a user deploys beside the saved program.json (file name -> text): for a program over another
+        library, that library's configuration the prompts in force amount to (none by default)."""
+        return {}
+
     def forward(
         self, conversation: Conversation, question: Question, state: MemoryState | None = None
     ) -> dspy.Prediction:

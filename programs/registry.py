@@ -10,7 +10,7 @@ from typing import Any
 from memtrace_opt.errors import ConfigError
 from memtrace_opt.programs.base import MemoryProgram
 
-__all__ = ["BUILTIN_SYSTEMS", "load_program_class", "make_program"]
+__all__ = ["BUILTIN_SYSTEMS", "LIBRARY_SYSTEMS", "SYSTEMS", "load_program_class", "make_program"]
 
 BUILTIN_SYSTEMS: dict[str, str] = {
     "long_context": "memtrace_opt.programs.long_context:LongContextMemory",
@@ -18,15 +18,20 @@ BUILTIN_SYSTEMS: dict[str, str] = {
     "mem0": "memtrace_opt.programs.mem0:Mem0Memory",
     "evermemos": "memtrace_opt.programs.evermemos:EverMemOS",
 }
+# Systems that run another library, found by name too; each needs its extra installed (its error says which).
+LIBRARY_SYSTEMS: dict[str, str] = {
+    "mem0ai": "memtrace_opt.programs.mem0ai.program:Mem0aiMemory",
+}
+SYSTEMS: dict[str, str] = {**BUILTIN_SYSTEMS, **LIBRARY_SYSTEMS}
 
 
 def load_program_class(system: str) -> type[MemoryProgram]:
-    """A built-in name (long_context, rag, mem0, evermemos) or `package.module:ClassName` (importable, or a
-    file in the current directory)."""
-    target = BUILTIN_SYSTEMS.get(system, system)
+    """A built-in name (long_context, rag, mem0, evermemos), a library's (mem0ai) or `package.module:ClassName`
+    (importable, or a file in the current directory)."""
+    target = SYSTEMS.get(system, system)
     if ":" not in target:
         raise ConfigError(
-            f"unknown system {system!r}: use one of {', '.join(BUILTIN_SYSTEMS)} or an import path module:Class"
+            f"unknown system {system!r}: use one of {', '.join(SYSTEMS)} or an import path module:Class"
         )
     module_name, _, attr = target.partition(":")
     try:

@@ -31,3 +31,19 @@ def need_module(name: str, fix: str = "pip install -e '.[local,dev]'") -> Module
         return importlib.import_module(name)
     except ImportError as error:
         absent(f"{name} ({error})", fix)
+
+
+def need_mem0ai(major: str) -> str:
+    """The installed mem0ai version when it starts with `major` ("2.", "1.0."); else `absent` for 2.x (the dev extra
+    installs it), a skip for 1.0.x (.ci/run tests that version apart: one version is installed at a time)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found: str | None = version("mem0ai")
+    except PackageNotFoundError:
+        found = None
+    if found is not None and found.startswith(major):
+        return found
+    if major == "2.":
+        absent(f"mem0ai 2.x (installed: {found or 'none'})", "pip install -e '.[dev]'")
+    pytest.skip(f"needs mem0ai {major}x (installed: {found or 'none'}); .ci/run runs it with that version apart")

@@ -14,9 +14,9 @@ from memtrace_opt.cli.options import GoldOption
 from memtrace_opt.config import load_config
 from memtrace_opt.config_schema import validate_program_settings
 from memtrace_opt.lm.roles import ModelRoles
-from memtrace_opt.programs import BUILTIN_SYSTEMS
+from memtrace_opt.programs import SYSTEMS
 
-SYSTEM_HELP = f"Memory system: {', '.join(BUILTIN_SYSTEMS)}, or an import path package.module:Class."
+SYSTEM_HELP = f"Memory system: {', '.join(SYSTEMS)}, or an import path package.module:Class."
 
 
 def default_out(system: str) -> Path:

@@ -163,9 +163,12 @@ def build_lm(spec: ModelSpec, role: str = "task", *, usage: Any = None, fake_eng
         local.prepare()
         return RoleLM(local.lm_name, engine=local, **common, **extra)
     if spec.kind == FAKE:
+        from memtrace_opt.lm.embedded import EngineLevers
         from memtrace_opt.testing.fake_lm import FakeEngine
         from memtrace_opt.testing.skills import default_skills
 
+        for lever in ("n_ctx", *EngineLevers.KEYS):  # the fake stands in for the embedded model: its engine's keys
+            extra.pop(lever, None)  # (a config written for it, run with --lm fake) mean nothing to the fake engine
         name = spec.model if "/" in spec.model else f"fake/{role}"
         extra.setdefault("cache", False)
         extra.setdefault("num_retries", 0)

@@ -115,6 +115,9 @@ class LMOperation(Operation):
     """An operation that asks the LM through one `dspy.Predict` over `signature`."""
 
     signature: ClassVar[type[dspy.Signature]]
+    #: Whether its LM calls are DSPy adapter prompts of `signature`, which an optimizer's gate can re-render under
+    #: another instruction to re-run one recorded call; False for an op whose prompt another library builds.
+    adapter_prompt: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__()

@@ -84,7 +84,7 @@ class StoreObserver(Protocol):
 
 
 class MemoryStore:
-    """Versioned units with observers. Thread-safe; unit ids are deterministic (`{kind}-{n}`)."""
+    """Versioned units with observers. Thread-safe; unit ids are deterministic (`{kind}-{n}`) unless `add` is given one."""
 
     def __init__(self, store_id: str = "store") -> None:
         self.store_id = store_id
@@ -117,11 +117,18 @@ class MemoryStore:
         timestamp: str | None = None,
         source_turns: Iterable[str] = (),
         metadata: dict[str, Any] | None = None,
+        unit_id: str | None = None,
     ) -> MemoryUnit:
+        """A new unit (version 1). Its id is `{kind}-{n}` unless `unit_id` gives one: the id another library
+        assigned, for a store that mirrors it. Raises ValueError for a `unit_id` the store already holds."""
         with self._lock:
-            self._counter += 1
+            if unit_id is None:
+                self._counter += 1
+                unit_id = f"{kind}-{self._counter}"
+            elif unit_id in self._versions:
+                raise ValueError(f"unit {unit_id!r} is already in the store")
             unit = MemoryUnit(
-                unit_id=f"{kind}-{self._counter}",
+                unit_id=unit_id,
                 version=1,
                 text=text,
                 kind=kind,

@@ -53,11 +53,14 @@ SkillFn = Callable[[FakeCall], Mapping[str, Any]]
 
 @dataclass(frozen=True)
 class Skill:
-    """Answers requests whose output fields include all of `outputs`. `name` defaults to the outputs."""
+    """Answers requests whose output fields include all of `outputs` (and that `when`, if given, accepts: a
+    prompt no DSPy adapter wrote has no output fields, so its skill says by `when` which prompts are its own).
+    `name` defaults to the outputs."""
 
     outputs: tuple[str, ...]
     fn: SkillFn
     name: str = ""
+    when: Callable[[FakeCall], bool] | None = None
 
     @property
     def label(self) -> str:
@@ -136,12 +139,13 @@ class FakeEngine:
     counts: Counter[str] = field(default_factory=Counter, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def on(self, outputs: Sequence[str], fn: SkillFn | None = None, *, name: str = "") -> Any:
+    def on(self, outputs: Sequence[str], fn: SkillFn | None = None, *, name: str = "",
+           when: Callable[[FakeCall], bool] | None = None) -> Any:
         """Register a skill; without `fn` it returns a decorator."""
 
         def register(skill_fn: SkillFn) -> SkillFn:
             with self._lock:
-                self.skills.append(Skill(outputs=tuple(outputs), fn=skill_fn, name=name))
+                self.skills.append(Skill(outputs=tuple(outputs), fn=skill_fn, name=name, when=when))
             return skill_fn
 
         return register(fn) if fn is not None else register
@@ -164,7 +168,7 @@ class FakeEngine:
         with self._lock:
             skills = list(self.skills)
         requested = set(call.output_fields)
-        return next((s for s in skills if set(s.outputs) <= requested), None)
+        return next((s for s in skills if set(s.outputs) <= requested and (s.when is None or s.when(call))), None)
 
     def complete(self, request: Any) -> Response:
         system = _system_text(request.system)
@@ -243,7 +247,7 @@ def fake_lm(
         engine = FakeEngine(skills=list(skills or []))
     elif skills:
         for skill in skills:
-            engine.on(skill.outputs, skill.fn, name=skill.name)
+            engine.on(skill.outputs, skill.fn, name=skill.name, when=skill.when)
     return dspy.LM(name, engine=engine, cache=cache, num_retries=num_retries, **lm_kwargs)
 
 

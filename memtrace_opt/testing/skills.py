@@ -442,7 +442,10 @@ def judge(call: FakeCall) -> dict:
 
 
 def default_skills() -> list[Skill]:
-    """Skills for every built-in Signature (see SKILL RULES in the module docstring)."""
+    """Skills for every built-in Signature (see SKILL RULES in the module docstring), and for the prompts of the
+    Mem0 library (`mem0_skills.py`)."""
+    from memtrace_opt.testing.mem0_skills import mem0_skills
+
     return [
         Skill(outputs=("facts",), fn=extract_facts, name="extract_facts"),
         Skill(outputs=("memory_actions",), fn=decide_memory_actions, name="update_decision"),
@@ -453,4 +456,5 @@ def default_skills() -> list[Skill]:
         Skill(outputs=("queries",), fn=generate_queries, name="generate_queries"),
         Skill(outputs=("answer",), fn=answer, name="answer"),
         Skill(outputs=("verdict",), fn=judge, name="judge"),
+        *mem0_skills(),
     ]

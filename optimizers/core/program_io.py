@@ -18,7 +18,7 @@ from typing import Any
 import dspy
 
 from memtrace_opt.errors import ConfigError
-from memtrace_opt.programs import BUILTIN_SYSTEMS, MemoryProgram, make_program
+from memtrace_opt.programs import SYSTEMS, MemoryProgram, make_program
 
 __all__ = [
     "PROGRAM_SCHEMA_VERSION",
@@ -32,6 +32,7 @@ __all__ = [
     "demo_changes",
     "system_name",
     "save_program",
+    "write_deployment_files",
     "load_optimized",
     "instructions_digest",
 ]
@@ -101,9 +102,9 @@ def demo_changes(before: dspy.Module, after: dspy.Module) -> dict[str, int]:
 
 
 def system_name(program: MemoryProgram) -> str:
-    """The built-in name of a program's class, else its import path `module:Class`."""
+    """The name a program's class is found by (built-in, or a library's), else its import path `module:Class`."""
     path = f"{type(program).__module__}:{type(program).__name__}"
-    return next((name for name, target in BUILTIN_SYSTEMS.items() if target == path), path)
+    return next((name for name, target in SYSTEMS.items() if target == path), path)
 
 
 def save_program(program: MemoryProgram, path: str | Path, *, extra: dict[str, Any] | None = None) -> Path:
@@ -120,6 +121,17 @@ def save_program(program: MemoryProgram, path: str | Path, *, extra: dict[str, A
     }
     path.write_text(json.dumps(state, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def write_deployment_files(program: MemoryProgram, directory: str | Path) -> list[Path]:
+    """Writes into `directory` (beside a saved program.json) the files `program` says a user deploys with it
+    (`MemoryProgram.deployment_files`: for `mem0ai`, the Mem0 configuration of its prompts). Returns their paths."""
+    written = []
+    for name, text in program.deployment_files().items():
+        path = Path(directory) / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def load_optimized(path: str | Path, *, system: str | None = None, settings: dict[str, Any] | None = None) -> MemoryProgram:

@@ -312,10 +312,11 @@ def read_reply(role: OpRole, op: Operation | None, parsed: ReplyReader, prompt: 
 def build_local_set(program: dspy.Module, predictor: str, evaluation: EvalResult, memo: ReplayMemo,
                     *, max_calls: int | None = None) -> LocalSet:
     """The local set of `predictor` of `program` in `evaluation`'s traced runs (module doc); at most `max_calls`
-    calls (the earliest first). Empty for an op that retrieves, deletes or does nothing a target can say."""
+    calls (the earliest first). Empty for an op that retrieves, deletes or does nothing a target can say, and for
+    one whose calls cannot be re-run under another instruction (`LMOperation.adapter_prompt` False)."""
     op = predictor_op(program, predictor)
     role = op_role(op) or OpRole.NONE
-    if role not in (OpRole.FORMS, OpRole.UPDATES, OpRole.ANSWERS):
+    if role not in (OpRole.FORMS, OpRole.UPDATES, OpRole.ANSWERS) or not getattr(op, "adapter_prompt", True):
         return LocalSet(predictor, role)
     parsed = ReplyReader(program, predictor)
     graphs = GraphCache(evaluation)

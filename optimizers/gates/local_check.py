@@ -43,6 +43,7 @@ from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation.cached import EvalResult
 from memtrace_opt.optimizers.evaluation.carry import TARGET_SHARE, carries, item_share
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache, correct_calls, op_event
+from memtrace_opt.optimizers.evaluation.local_set import predictor_op
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
 
 __all__ = ["LocalCase", "LocalCheckGate", "LocalResult", "local_cases", "check_candidate", "reply_parts"]
@@ -180,7 +181,11 @@ def check_candidate(
     demos: Sequence[Mapping[str, Any]] | None = None,
 ) -> LocalResult:
     """Re-runs `cases` under `instruction` for `predictor` of `program` (with `demos`, default its own), one call
-    of `lm` (default: the configured LM) per distinct prompt, and counts what the candidate fixes and breaks."""
+    of `lm` (default: the configured LM) per distinct prompt, and counts what the candidate fixes and breaks. An op
+    whose prompt another library builds (`LMOperation.adapter_prompt` False) cannot be re-run so: nothing is
+    checked, and the candidate goes on to the replay."""
+    if not getattr(predictor_op(program, predictor), "adapter_prompt", True):
+        return LocalResult(blamed=0, fixed=0, kept=0, broken=0, lm_calls=0)
     target = dict(program.named_predictors())[predictor]
     signature = target.signature.with_instructions(instruction)
     adapter = dspy.settings.adapter or dspy.ChatAdapter()

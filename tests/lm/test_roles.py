@@ -58,6 +58,16 @@ def test_build_fake_lm_uses_the_given_engine():
     assert len(engine.calls) == 1
 
 
+def test_the_fake_model_ignores_the_embedded_engines_keys_of_a_config_written_for_it():
+    engine = FakeEngine()
+    spec = ModelSpec(model="fake", extra={"n_ctx": 16384, "prefix_cache_mb": 0, "cache": False})
+    lm = build_lm(spec, "task", fake_engine=engine)
+    assert "n_ctx" not in lm.kwargs and "prefix_cache_mb" not in lm.kwargs
+    with dspy.context(lm=lm):
+        dspy.Predict("question -> answer")(question="q")
+    assert len(engine.calls) == 1 and engine.calls[0].max_tokens is not None
+
+
 def test_litellm_spec_reads_the_key_from_the_named_variable(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("MEMTRACE_TEST_KEY", "sk-test")
     lm = build_lm(ModelSpec(model="openai/gpt-4.1-mini", api_key_env="MEMTRACE_TEST_KEY", max_tokens=99), "judge")

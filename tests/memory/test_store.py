@@ -78,3 +78,15 @@ def test_unit_round_trips_through_dict():
 
     assert MemoryUnit.from_dict(unit.to_dict()) == unit
     assert MemoryUnit.from_dict(unit.to_dict()).metadata == {"memcell": "m-1"}
+
+
+def test_a_unit_can_take_the_id_another_library_gave_it():
+    store = MemoryStore()
+    mirrored = store.add("Odalys swims at dawn", unit_id="3f2a9c1e-0000-4000-8000-000000000001")
+    counted = store.add("Odalys keeps bees")
+
+    assert mirrored.ref == "mem:3f2a9c1e-0000-4000-8000-000000000001@1"
+    assert counted.unit_id == "memory-1"  # a given id takes no number from the count
+    assert store.update(mirrored.unit_id, "Odalys swims at dusk").version == 2
+    with pytest.raises(ValueError, match="already in the store"):
+        store.add("again", unit_id=mirrored.unit_id)

@@ -148,6 +148,21 @@ def test_on_registers_skills_in_order_and_as_decorator():
     assert engine.counts == {"both": 1, "answer": 1}
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # a raw message list, as another library sends one
+def test_a_skill_claims_prompts_no_adapter_wrote_by_when():
+    def raw(call: FakeCall) -> dict[str, object]:
+        raise FakeReply('{"facts": ["Odalys keeps bees."]}')
+
+    engine = FakeEngine([Skill((), raw, name="raw", when=lambda call: call.messages[-1]["content"].startswith("Input:"))])
+    engine.on(("answer",), lambda c: {"answer": "adapter"})
+    lm = fake_lm(engine=engine)
+    assert lm(messages=[{"role": "user", "content": "Input:\nuser: Odalys: I keep bees."}]) == [
+        '{"facts": ["Odalys keeps bees."]}']
+    with dspy.context(lm=lm):  # an adapter's prompt is not claimed by the raw skill
+        assert dspy.Predict("question -> answer")(question="Input: what?").answer == "adapter"
+    assert engine.counts == {"raw": 1, "answer": 1}
+
+
 def test_usage_counts_whitespace_tokens():
     lm = fake_lm([Skill(("answer",), lambda c: {"answer": "one two three"})])
     with dspy.context(lm=lm):
