@@ -29,10 +29,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # the Mem0 table of benchmarks/RESULTS.md: LoCoMo sessions 1-3, categories 1-4, lineage attribution
     "mem0-locomo": {"system": "mem0", "train": "conv-30,conv-48", "val": "conv-26", "sessions": "1-3",
                     "categories": "single-hop,multi-hop,temporal,open-domain", "attribution": "lineage",
-                    "budget": 400, "time_budget": 3 * 3600.0, "rounds": 6, "patience": 4, "validate_ties": True},
+                    "budget": 400, "time_budget": 3 * 3600.0, "rounds": 5, "patience": 4, "validate_ties": True},
     "rag-locomo": {"system": "rag", "train": "conv-30,conv-48", "val": "conv-26", "sessions": "1-3",
                    "categories": "single-hop,multi-hop,temporal,open-domain", "attribution": "lineage",
-                   "budget": 400, "time_budget": 3 * 3600.0, "rounds": 6, "patience": 4, "validate_ties": True},
+                   "budget": 400, "time_budget": 3 * 3600.0, "rounds": 5, "patience": 4, "validate_ties": True},
 }
 LOOP_KEYS = ("budget", "time_budget", "rounds", "patience", "validate_ties")
 

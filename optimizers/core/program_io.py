@@ -35,9 +35,16 @@ __all__ = [
     "write_deployment_files",
     "load_optimized",
     "instructions_digest",
+    "program_digest",
 ]
 
 PROGRAM_SCHEMA_VERSION = 1
+
+
+def program_digest(program: dspy.Module) -> str:
+    """What makes two programs answer alike: their instructions, demos and settings."""
+    state = [instructions_of(program), demos_of(program), settings_of(program)]
+    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def instructions_of(program: dspy.Module) -> dict[str, str]:

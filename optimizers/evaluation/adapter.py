@@ -19,29 +19,21 @@ program's components are):
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dspy
 
-from memtrace_opt.optimizers.core.program_io import demos_of, instructions_of, settings_of
+from memtrace_opt.optimizers.core.program_io import program_digest
 from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, CaseResult, EvalResult
 from memtrace_opt.optimizers.evaluation.examples import CaseRef, group_by_conversation
 from memtrace_opt.optimizers.evaluation.memo import lm_name
 from memtrace_opt.optimizers.evaluation.metric import CaseScore
 from memtrace_opt.programs.tunable import tunables_for
 
-__all__ = ["CHARS_PER_TOKEN", "MemoryAdapter", "program_digest"]
+__all__ = ["CHARS_PER_TOKEN", "MemoryAdapter"]
 
 CHARS_PER_TOKEN = 4  # a reply cap in tokens, in characters (the programs' own estimate)
-
-
-def program_digest(program: dspy.Module) -> str:
-    """What makes two programs answer alike: their instructions, demos and settings."""
-    state = [instructions_of(program), demos_of(program), settings_of(program)]
-    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 class MemoryAdapter:
@@ -49,7 +41,6 @@ class MemoryAdapter:
 
     def __init__(self, evaluator: CachedEvaluator) -> None:
         self.evaluator = evaluator
-        self._answered: set[tuple[str, str]] = set()  # (program digest, case id) answered in this run
 
     @property
     def memo(self) -> Any:
@@ -62,16 +53,13 @@ class MemoryAdapter:
 
     def evaluate(self, program: dspy.Module, cases: Sequence[CaseRef], *,
                  reuse: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None, wrap: Any = None) -> EvalResult:
-        result = self.evaluator.evaluate(program, cases, reuse=reuse, wrap=wrap)
-        if reuse is None and wrap is None:
-            digest = program_digest(program)
-            self._answered.update((digest, case.case_id) for case in cases)
-        return result
+        return self.evaluator.evaluate(program, cases, reuse=reuse, wrap=wrap)
 
     def unanswered(self, program: dspy.Module, cases: Sequence[CaseRef]) -> list[CaseRef]:
-        """The cases this run has not answered with `program` as it is (pricing: those cost live calls)."""
+        """The cases the memo has no answer of `program`, as it is, to (pricing: those cost live calls; a
+        comparison's warm-up answered every question with the seed)."""
         digest = program_digest(program)
-        return [case for case in cases if (digest, case.case_id) not in self._answered]
+        return [case for case in cases if not self.memo.answered(digest, case.case_id)]
 
     def write_path(self, program: dspy.Module, cases: Sequence[CaseRef]) -> EvalResult:
         """The write path of the conversations of `cases`, traced with no question asked: each case comes back

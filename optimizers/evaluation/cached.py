@@ -21,6 +21,7 @@ from typing import Any
 import dspy
 
 from memtrace_opt.data import Question
+from memtrace_opt.optimizers.core.program_io import program_digest
 from memtrace_opt.optimizers.evaluation.examples import CaseRef, group_by_conversation, resolve_conversation
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo, lm_name
 from memtrace_opt.optimizers.evaluation.metric import AnswerMetric, CaseScore
@@ -148,6 +149,8 @@ class CachedEvaluator:
                 traces = dict(pool.map(one, list(grouped)))
         else:
             traces = dict(one(key) for key in grouped)
+        if reuse is None and wrap is None:
+            self.memo.note_answered(program_digest(program), [case.case_id for case in cases])
         results = []
         for case in cases:
             traced = traces[case.conversation_key]

@@ -50,6 +50,8 @@ class ReplayMemo:
         self._ops: dict[tuple[str, str], dict[str, list[RecordedOp]]] = {}
         self._exchanges: dict[str, LMExchange] = {}
         self._learned: list[tuple[tuple[str, str], str]] = []  # (namespace, content key) in the order learned
+        self._answered: set[tuple[str, str]] = set()  # (program digest, case id): a traced answer is recorded
+        self._stats: dict[str, list[float]] = {}  # predictor -> [live calls, seconds, prompt tokens, completion tokens]
 
     def control(self, conversation_key: str, model: str | None = None) -> RecordedControl:
         """A fresh replay control over everything recorded so far for this conversation and model."""
@@ -72,7 +74,12 @@ class ReplayMemo:
                 continue
             grouped.setdefault(op.content_key, []).append(op)
         exchanges = _exchanges(events)
+        watched = _live_calls(events)
         with self._lock:
+            for predictor, (calls, seconds, prompt, completion) in watched.items():
+                held = self._stats.setdefault(predictor, [0, 0.0, 0, 0])
+                held[0], held[1], held[2], held[3] = (held[0] + calls, held[1] + seconds, held[2] + prompt,
+                                                      held[3] + completion)
             known = self._ops.setdefault(namespace, {})
             fresh = {key: calls for key, calls in grouped.items() if key not in known}
             known.update(fresh)
@@ -80,6 +87,21 @@ class ReplayMemo:
             for key, exchange in exchanges.items():
                 self._exchanges.setdefault(key, exchange)
         return len(fresh)
+
+    def call_stats(self) -> dict[str, tuple[int, float, int, int]]:
+        """Per predictor, the live LM calls of every traced run learned: (calls, seconds, prompt tokens, completion
+        tokens). What a call of that predictor costs on this machine (the round's pricing)."""
+        with self._lock:
+            return {name: (int(v[0]), float(v[1]), int(v[2]), int(v[3])) for name, v in self._stats.items()}
+
+    def note_answered(self, digest: str, case_ids: Iterable[str]) -> None:
+        """The program whose state digests to `digest` answered these cases in a traced run the memo learned."""
+        with self._lock:
+            self._answered.update((digest, case_id) for case_id in case_ids)
+
+    def answered(self, digest: str, case_id: str) -> bool:
+        with self._lock:
+            return (digest, case_id) in self._answered
 
     def knows(self, conversation_key: str, model: str | None = None) -> bool:
         """Whether any op call of this conversation is recorded for `model` (default: the configured LM's name)."""
@@ -131,6 +153,8 @@ class ReplayMemo:
         with self._lock:
             other._ops = {ns: dict(by_key) for ns, by_key in self._ops.items()}
             other._exchanges = dict(self._exchanges)
+            other._answered = set(self._answered)
+            other._stats = {name: list(v) for name, v in self._stats.items()}
         return other
 
     def size(self) -> int:
@@ -148,6 +172,20 @@ def _exchanges(events: list[Event]) -> dict[str, LMExchange]:
         user = next((m for m in reversed(event.messages) if isinstance(m, dict) and m.get("role") == "user"), None)
         prompt = _text(user.get("content")) if user else ""
         out[str(keys[event.op_call_id])] = LMExchange(prompt=prompt, response=str(event.response or ""))
+    return out
+
+
+def _live_calls(events: list[Event]) -> dict[str, tuple[int, float, int, int]]:
+    """Per predictor, the live (not cached, not failed) LM calls made inside its op calls."""
+    predictor = {e.call_id: e.predictor for e in events if isinstance(e, OpEvent) and e.predictor}
+    out: dict[str, tuple[int, float, int, int]] = {}
+    for event in events:
+        if isinstance(event, LMCallEvent) and not event.cached and not event.error:
+            name = predictor.get(event.op_call_id or "")
+            if name:
+                calls, seconds, prompt, completion = out.get(name, (0, 0.0, 0, 0))
+                out[name] = (calls + 1, seconds + event.seconds, prompt + (event.prompt_tokens or 0),
+                             completion + (event.completion_tokens or 0))
     return out
 
 

@@ -337,7 +337,8 @@ class MinibatchFirst:
 
 
 def policy_for(trials: Trials, local_objective: bool) -> LocalSearch | MinibatchFirst:
-    """The round's choice policy: the local search with the local objective on (or only settings candidates, which
-    their own objective scores), else the minibatch first."""
+    """The round's choice policy: the local search where the round has a local set to score on (or only settings
+    candidates, which their own objective scores), else the minibatch first (`--no-local-objective`, or an op whose
+    recorded prompts cannot be re-run under a candidate)."""
     settings_only = bool(trials.candidates) and all(c.sets_settings for c in trials.candidates)
     return LocalSearch(trials) if local_objective or settings_only else MinibatchFirst(trials)

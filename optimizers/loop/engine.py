@@ -655,7 +655,7 @@ class Engine:
         jobs = RoundJobs(ctx, plan, program, state.current_val, minibatch, runner=self.runner, pricer=self.pricer,
                          book=book, allowance=allowance, phases=phases, settings=objective)
         with phases.run(RoundPhase.CANDIDATES):
-            choice = policy_for(jobs, ctx.local is not None).choose()
+            choice = policy_for(jobs, ctx.local is not None and jobs.local_size > 0).choose()
         self._separate_validation(phases, jobs.priced)
         self._record_trials(number, program, choice.records, plan)
         record = self._keep(replace(record, candidates=choice.records, accepted=choice.taken is not None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from memtrace_opt.estimate import Rates, words
 from memtrace_opt.optimizers.evaluation.cached import EvalResult
@@ -91,17 +92,25 @@ class Pricer:
 
     rates: Rates | None = None
     order: Sequence[str] = ()
-    stats: dict[str, CallStat] = field(default_factory=dict)
+    own: dict[str, CallStat] = field(default_factory=dict)  # watched here (or restored from the study)
+    memo: Any = None  # a replay memo: the live calls of every traced run it learned (`ReplayMemo.call_stats`)
     val_calls: dict[str, int] = field(default_factory=dict)  # each predictor's calls in the seed's run of the valset
     downstream_share: float = DOWNSTREAM_SHARE
     _shares: list[float] = field(default_factory=list)
 
     # what the run has watched -------------------------------------------------------------------------------
+    @property
+    def stats(self) -> dict[str, CallStat]:
+        """Each predictor's watched calls: the memo's (every traced run of the optimization, a comparison's
+        warm-up included), else those watched here."""
+        learned = {name: CallStat(*values) for name, values in (self.memo.call_stats() if self.memo else {}).items()}
+        return {**self.own, **{name: stat for name, stat in learned.items() if stat.calls}}
+
     def watch(self, evaluation: EvalResult, *, valset: bool = False) -> None:
         """Learns each predictor's call seconds and tokens from `evaluation`'s live calls (`valset`: it is the
         seed's run of the valset, which prices every validation)."""
         for name, stat in call_stats(evaluation).items():
-            mine = self.stats.setdefault(name, CallStat())
+            mine = self.own.setdefault(name, CallStat())
             mine.calls, mine.seconds = mine.calls + stat.calls, mine.seconds + stat.seconds
             mine.prompt_tokens += stat.prompt_tokens
             mine.completion_tokens += stat.completion_tokens
@@ -120,7 +129,7 @@ class Pricer:
     def restore(self, stats: dict[str, dict[str, float]], val_calls: dict[str, int]) -> None:
         """What a run before this one watched (`stats_dict`) and its valset calls per predictor."""
         for name, data in stats.items():
-            self.stats[name] = CallStat(int(data.get("calls", 0)), float(data.get("seconds", 0.0)),
+            self.own[name] = CallStat(int(data.get("calls", 0)), float(data.get("seconds", 0.0)),
                                         int(data.get("prompt_tokens", 0)), int(data.get("completion_tokens", 0)))
         self.val_calls = {name: int(val_calls.get(name, 0)) for name in self.order}
 

@@ -228,7 +228,7 @@ class MemTraceOptimizer(Teleprompter):
             search=settings.search if settings.search.settings else None, threads=settings.threads,
         )
         engine = Engine(ctx, ledger=ledger, budget=budget, stop=StopPolicy(settings.patience),
-                        pricer=Pricer(self.rates, predictors), runner=crew if crew is not None else LocalRunner(),
+                        pricer=Pricer(self.rates, predictors, memo=self.memo), runner=crew if crew is not None else LocalRunner(),
                         settings=settings, study_name=study_name, prior_calls=prior_calls, task_lm=guard(task_lm),
                         on_round=self.on_round)
         state = engine.run(memory, val, order)

@@ -3,6 +3,8 @@ and, only when asked (`judge_evidence`), gold evidence turns that do not hold th
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from attr_graphs import EVIDENCE, QID, QUESTION, build
 
@@ -166,7 +168,8 @@ def test_the_flow_methods_open_a_case_alike_a_graph_gold_error_or_an_error_verdi
     built = build("rag", "retrieval")
     view, flow = start_case(case_for(built.graph), built.graph, CONFIG, FakeJudge(lambda text: False), "m")
     assert flow.root(view).op == built.op_id
-    gold = start_case(case_for(built.graph, gold="Waffles"), built.graph, CONFIG, FakeJudge(lambda t: False), "m")
+    asked = dataclasses.replace(CONFIG, judge_evidence=True)  # the judge's test of the evidence, asked for
+    gold = start_case(case_for(built.graph, gold="Waffles"), built.graph, asked, FakeJudge(lambda t: False), "m")
     assert isinstance(gold, Verdict) and (gold.method, gold.error_type) == ("m", "GoldError")
     broken = start_case(case_for(nx.MultiDiGraph()), nx.MultiDiGraph(), CONFIG, None, "m")
     assert isinstance(broken, Verdict) and broken.error and broken.method == "m"
