@@ -82,6 +82,8 @@ def targets(rounds: list[dict[str, Any]], budget: int) -> list[str]:
 
 @usage_errors
 def main(argv: list[str] | None = None) -> int:
+    import dspy
+
     from memtrace_opt.cli.common import data_slice
     from memtrace_opt.data import load_data
     from memtrace_opt.estimate import job_rates
@@ -125,9 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         warm = ReplyCache(out / "replies" / "warm-up.sqlite")
         models.use_replies(warm)
         context = QAContext()
-        for conversation in [*splits.train, *splits.val]:
-            key, conv = resolve_conversation(conversation)
-            context.memorized(student, key, conv)
+        with dspy.context(lm=models.task):
+            for conversation in [*splits.train, *splits.val]:
+                key, conv = resolve_conversation(conversation)
+                context.memorized(student, key, conv)
         tester = CachedEvaluator(metric, memo=context.memo, task_lm=models.task, meta={"system": config["system"]})
         for cases in (case_refs(train), case_refs(val)):
             tester.evaluate(student, cases)
