@@ -29,12 +29,12 @@ from memtrace_opt.data import Conversation, Dataset, DataSlice, Question, load_d
 from memtrace_opt.errors import ConfigError, DatasetError, Interrupted, MemtraceError
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.roles import ModelRoles
-from memtrace_opt.metrics import TOKEN_RULE, CategoryTable, ScoreRow, category_table, score_answer
+from memtrace_opt.metrics import TOKEN_RULE, CategoryTable, ScoreRow, category_table, score_case
 from memtrace_opt.programs import MemoryProgram, make_program
 from memtrace_opt.redact import redact
 from memtrace_opt.rundir import SCHEMA_VERSION, CaseRecord, RunDir, add_usage, versions
 
-__all__ = ["RunRequest", "RunSummary", "run_system", "score_case", "load_program_state"]
+__all__ = ["RunRequest", "RunSummary", "run_system", "load_program_state"]
 
 log = logging.getLogger(__name__)
 
@@ -85,31 +85,6 @@ def load_program_state(program: MemoryProgram, path: Path) -> None:
         program.load(str(path))
     except Exception as error:  # noqa: BLE001 - a wrong or corrupt file is a user error
         raise ConfigError(f"{path}: cannot load program state: {error}") from error
-
-
-def score_case(
-    question: Question, prediction: str, *, judge: Any | None, judge_lm: dspy.LM | None
-) -> tuple[dict[str, float | None], bool]:
-    """Scores (f1, bleu1, judge; `bare_number` 1.0 for a number alone where the gold has a unit, which the token
-    rule reports apart) and whether the answer counts as correct.
-
-    Abstention/adversarial questions are scored as the datasets define them (the rule); otherwise the judge's
-    verdict decides when there is one, else the token rule (`score_answer`'s correct_by_rule, `TOKEN_RULE`).
-    """
-    lexical = score_answer(question, prediction)
-    judged: bool | None = None
-    if judge is not None and not question.abstention:
-        with dspy.context(callbacks=[]):  # the judge is not part of the traced program
-            judged = judge.judge_question(question, prediction, lm=judge_lm).correct
-    correct = lexical.correct_by_rule if judged is None else judged
-    scores: dict[str, float | None] = {
-        "f1": round(lexical.f1, 4),
-        "bleu1": round(lexical.bleu1, 4),
-        "judge": None if judged is None else float(judged),
-    }
-    if lexical.bare_number:
-        scores["bare_number"] = 1.0
-    return scores, bool(correct)
 
 
 class _Stopped(Exception):  # noqa: N818 - a control signal between the callbacks and the runner

@@ -28,7 +28,7 @@ from memtrace_opt.memory.ops import LMOperation, OperationFailed
 from memtrace_opt.memory.roles import OpRole
 from memtrace_opt.memory.store import MemoryUnit
 from memtrace_opt.metrics import is_decline
-from memtrace_opt.metrics.words import MONTH_NUMBERS, RELATIVE_DAYS, WEEKDAYS
+from memtrace_opt.text.words import MONTH_NUMBERS, RELATIVE_DAYS, WEEKDAYS
 
 __all__ = [
     "ABSTAIN_ANSWER",

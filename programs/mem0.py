@@ -178,6 +178,11 @@ class UpdateDecision(BoundedLMOperation):
     signature = UpdateDecisionSignature
     reply_tokens = 640
 
+    @staticmethod
+    def read_actions(items: Sequence[Any], id_map: dict[str, str]) -> tuple[list[dict[str, Any]], int, int]:
+        """How this op reads its LM's action items (`map_actions`): what the optimizer writes a repair back by."""
+        return map_actions(items, id_map)
+
     def run(self, facts: Sequence[str], memories: Sequence[MemoryUnit]) -> dspy.Prediction:
         facts = list(facts)
         if not memories:  # nothing to compare with: every fact is new (no LM call, as there is nothing to decide)

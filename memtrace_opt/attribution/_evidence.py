@@ -21,8 +21,8 @@ from functools import lru_cache
 
 from memtrace_opt.attribution._graph import GraphView
 from memtrace_opt.memory.index import rank_texts
-from memtrace_opt.metrics._porter import porter_stem
-from memtrace_opt.metrics.words import CALENDAR_WORDS, FACT_STOP_WORDS, PERSONAL_PRONOUNS, RELATIVE_TIME_WORDS
+from memtrace_opt.text.porter import porter_stem
+from memtrace_opt.text.words import CALENDAR_WORDS, FACT_STOP_WORDS, PERSONAL_PRONOUNS, RELATIVE_TIME_WORDS
 
 __all__ = ["Evidence", "NeededInfo", "content_tokens", "find_evidence", "needed_info", "pseudo_evidence",
            "speakers", "split_evidence_ids"]
@@ -46,7 +46,7 @@ MIN_TURN_TOKENS = 3
 
 @lru_cache(maxsize=200_000)
 def content_tokens(text: str) -> frozenset[str]:
-    """Stemmed content words: lower-case words and numbers less `metrics.words.FACT_STOP_WORDS`."""
+    """Stemmed content words: lower-case words and numbers less `text.words.FACT_STOP_WORDS`."""
     return frozenset(porter_stem(t) for t in _WORD.findall(text.lower()) if t not in FACT_STOP_WORDS)
 
 
@@ -150,7 +150,7 @@ class NeededInfo:
 @dataclass(frozen=True)
 class Segment:
     """The content words of a line or sentence, and the date words of the part it is in; whether it says a personal
-    pronoun, and a relative time word (`metrics.words`)."""
+    pronoun, and a relative time word (`text.words`)."""
 
     tokens: frozenset[str]
     dates: frozenset[str]

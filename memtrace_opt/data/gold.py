@@ -14,8 +14,8 @@
   "Boston, Denver", 'kayak,"Blue Heron"' -> 'kayak, "Blue Heron"': the token rule, as LoCoMo's upstream
   normalisation, deletes commas);
 - glued pairs: a gold word that is no word of the conversation (`ConversationWords`: one it writes, or a form of
-  one, by its stem) nor of English (`metrics.words.english_words`), and that is two words of the conversation
-  one of which is a function word (`metrics.words.FUNCTION_WORDS`), is split in two ("tothe" -> "to the",
+  one, by its stem) nor of English (`text.words.english_words`), and that is two words of the conversation
+  one of which is a function word (`text.words.FUNCTION_WORDS`), is split in two ("tothe" -> "to the",
   "ferryon" -> "ferry on"); where several cuts qualify, the one with the longest first part ("themin" -> "them
   in", not "the min"). The function word keeps a compound the lexicon lacks whole ("sunporch") from being cut.
   A word with punctuation inside ("kayak-rack") is no glued word: the token rule reads the answer's the same.
@@ -52,8 +52,8 @@ from memtrace_opt.data._types import (
 )
 from memtrace_opt.data.locomo import parse_question
 from memtrace_opt.errors import DatasetError
-from memtrace_opt.metrics._porter import porter_stem
-from memtrace_opt.metrics.words import FUNCTION_WORDS, english_words
+from memtrace_opt.text.porter import porter_stem
+from memtrace_opt.text.words import FUNCTION_WORDS, english_words
 
 log = logging.getLogger(__name__)
 

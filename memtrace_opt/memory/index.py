@@ -17,7 +17,7 @@ import numpy as np
 
 from memtrace_opt.embed import Embedder
 from memtrace_opt.memory.store import MemoryStore, MemoryUnit, StoreEvent
-from memtrace_opt.metrics.words import FACT_STOP_WORDS
+from memtrace_opt.text.words import FACT_STOP_WORDS
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Answer metrics: LoCoMo token F1 and BLEU-1, category-aware scoring, the LLM judge, result tables; the one rule
 for a reply that declines (`is_decline`), the token rule's version (`TOKEN_RULE`, its date forms in `metrics.dates`)
-and the word lists of every "holds the answer" test (`metrics.words`).
+and the word lists of every "holds the answer" test (`text.words`).
 
 The judge (`LLMJudge`, `JudgeAnswer`, `JudgeResult`, `parse_verdict`) imports dspy, so it is loaded
 on first use rather than with this package.
@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtrace_opt.metrics._porter import porter_stem
 from memtrace_opt.metrics.declines import is_decline
-from memtrace_opt.metrics.score import CORRECT_F1, RULES, TOKEN_RULE, AnswerScore, is_abstention, score_answer
+from memtrace_opt.metrics.score import (
+    CORRECT_F1,
+    RULES,
+    TOKEN_RULE,
+    AnswerScore,
+    is_abstention,
+    score_answer,
+    score_case,
+)
 from memtrace_opt.metrics.table import CategoryStats, CategoryTable, ScoreRow, category_table
 from memtrace_opt.metrics.text import (
     TokenScores,
@@ -25,7 +32,8 @@ from memtrace_opt.metrics.text import (
     token_f1,
     token_scores,
 )
-from memtrace_opt.metrics.words import CHAT_STOP_WORDS, FACT_STOP_WORDS, FUNCTION_WORDS, SCORING_STOP_WORDS
+from memtrace_opt.text.porter import porter_stem
+from memtrace_opt.text.words import CHAT_STOP_WORDS, FACT_STOP_WORDS, FUNCTION_WORDS, SCORING_STOP_WORDS
 
 _JUDGE_NAMES = ("JudgeAnswer", "JudgeResult", "LLMJudge", "parse_verdict")
 
@@ -57,6 +65,7 @@ __all__ = [
     "parse_verdict",
     "porter_stem",
     "score_answer",
+    "score_case",
     "token_f1",
     "token_scores",
 ]

@@ -2,7 +2,7 @@
 
 A date is read as the parts it names: a year, a month, a day, any of them missing but not all. The forms read:
 
-- a month's name (full or abbreviated, `metrics.words.MONTH_NUMBERS`) with a day before or after it and/or a year
+- a month's name (full or abbreviated, `text.words.MONTH_NUMBERS`) with a day before or after it and/or a year
   after it: "14 October 2031", "14th of Oct. 2031", "October 14, 2031", "14October, 2031", "October 2031";
   a month's name alone ("may") is no date, nor is one in lower case without a year ("you may 3 times");
 - digits, year first (ISO): "2031-10-14", "2031/10/14", "2031.10.14";
@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memtrace_opt.metrics.words import MONTH_NUMBERS, WEEKDAYS
+from memtrace_opt.text.words import MONTH_NUMBERS, WEEKDAYS
 
 __all__ = ["DateParts", "DateSpan", "find_dates", "names_dates", "other_date", "without_dates"]
 

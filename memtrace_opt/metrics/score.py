@@ -10,7 +10,7 @@
 (a run's manifest, a comparison's setting, the optimizer's manifest as its metric, the result tables):
 the abstention check for abstention questions; otherwise F1 > 0.5, or every gold content word appears in the
 prediction (verbose but right answers; stop words such as "in" or "was" need not, see
-`metrics.words.SCORING_STOP_WORDS`), and never when the prediction declines. The rule reads a numeral and its
+`text.words.SCORING_STOP_WORDS`), and never when the prediction declines. The rule reads a numeral and its
 number word as the same token ("3 years" is "three years", "2" is "two"; 0 to 20 and the tens), where F1, as
 upstream computes it, does not. Its versions (`RULES`; `score_answer(..., rule=...)` scores by an earlier one):
 
@@ -30,11 +30,13 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
+import dspy
+
 from memtrace_opt.data import Question
 from memtrace_opt.metrics.dates import find_dates, names_dates, other_date, without_dates
 from memtrace_opt.metrics.declines import is_decline
 from memtrace_opt.metrics.text import answer_tokens, bleu1, content_recall, multi_answer_f1, token_scores
-from memtrace_opt.metrics.words import SCORING_STOP_WORDS
+from memtrace_opt.text.words import SCORING_STOP_WORDS
 
 CORRECT_F1 = 0.5
 RULES = ("token-rule-v1", "token-rule-v2")
@@ -175,3 +177,28 @@ def score_answer(question: Question, prediction: str | None, *, gold_words: str 
     correct = correct or dates.names
     return AnswerScore(scores.f1, bleu1(text, gold), scores.recall, abstained, correct,
                        "multi-f1" if multi_hop else "f1", bare, rule)
+
+
+def score_case(
+    question: Question, prediction: str, *, judge: Any | None = None, judge_lm: dspy.LM | None = None
+) -> tuple[dict[str, float | None], bool]:
+    """Scores (f1, bleu1, judge; `bare_number` 1.0 for a number alone where the gold has a unit, which the token
+    rule reports apart) and whether the answer counts as correct.
+
+    Abstention/adversarial questions are scored as the datasets define them (the rule); otherwise the judge's
+    verdict decides when there is one, else the token rule (`score_answer`'s correct_by_rule, `TOKEN_RULE`).
+    """
+    lexical = score_answer(question, prediction)
+    judged: bool | None = None
+    if judge is not None and not question.abstention:
+        with dspy.context(callbacks=[]):  # the judge is not part of the traced program
+            judged = judge.judge_question(question, prediction, lm=judge_lm).correct
+    correct = lexical.correct_by_rule if judged is None else judged
+    scores: dict[str, float | None] = {
+        "f1": round(lexical.f1, 4),
+        "bleu1": round(lexical.bleu1, 4),
+        "judge": None if judged is None else float(judged),
+    }
+    if lexical.bare_number:
+        scores["bare_number"] = 1.0
+    return scores, bool(correct)

@@ -7,7 +7,7 @@
 - multi_answer_f1: the multi-hop variant: split both sides on commas, and average over gold parts the
   best F1 any predicted part reaches (upstream `f1`).
 - bleu1: clipped unigram precision times the brevity penalty, over normalized (unstemmed) tokens.
-- content_recall: the share of the gold's content words (stemmed tokens less `metrics.words.SCORING_STOP_WORDS`)
+- content_recall: the share of the gold's content words (stemmed tokens less `text.words.SCORING_STOP_WORDS`)
   the prediction holds; the token rule's "every gold word" test reads it, so "Udaipur, December 2024" holds
   every word of "In Udaipur in December" (F1 counts the "in"s, as upstream does).
 """
@@ -20,8 +20,8 @@ import string
 from collections import Counter
 from typing import NamedTuple
 
-from memtrace_opt.metrics._porter import porter_stem
-from memtrace_opt.metrics.words import SCORING_STOP_WORDS
+from memtrace_opt.text.porter import porter_stem
+from memtrace_opt.text.words import SCORING_STOP_WORDS
 
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)

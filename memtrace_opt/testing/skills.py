@@ -37,8 +37,8 @@ from datetime import date, timedelta
 
 from memtrace_opt.data import ABSTAIN_ANSWER
 from memtrace_opt.metrics.declines import is_decline
-from memtrace_opt.metrics.words import CHAT_STOP_WORDS, MONTHS, RELATIVE_DAYS, WEEKDAYS
 from memtrace_opt.testing.fake_lm import FakeCall, Skill
+from memtrace_opt.text.words import CHAT_STOP_WORDS, MONTHS, RELATIVE_DAYS, WEEKDAYS
 
 __all__ = ["default_skills", "ABSTAIN", "content_tokens", "parse_transcript", "resolve_relative"]
 

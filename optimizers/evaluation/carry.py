@@ -4,7 +4,7 @@ the local set and the demo sources share (attribution's own, richer test is `Nee
 from __future__ import annotations
 
 from memtrace_opt.metrics.text import answer_tokens
-from memtrace_opt.metrics.words import FACT_STOP_WORDS
+from memtrace_opt.text.words import FACT_STOP_WORDS
 
 __all__ = ["TARGET_SHARE", "carries", "gold_words", "item_share"]
 

@@ -3,19 +3,28 @@ demos): the recorded reply edited, added actions appended as ADDs with no id, a 
 turned into a NONE of the id the LM wrote (with that memory's text), every other item byte for byte as written.
 
 The actions of a decision name memories by the ids its prompt showed, so a changed action is written back only
-where the recorded reply, read by the op's own reader (`programs/mem0.py`'s `map_actions`), gives back exactly
+where the recorded reply, read by the op's own reader (the op's `read_actions`, `ReadsActions`), gives back exactly
 the recorded actions, one for one (`_written_for`); otherwise there is no such reply (None).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from memtrace_opt.programs.mem0 import map_actions
+__all__ = ["ActionReader", "ReadsActions", "actions_reply"]
 
-__all__ = ["actions_reply"]
+ActionReader = Callable[[Sequence[Any], dict[str, str]], tuple[list[dict[str, Any]], int, int]]
+
+
+@runtime_checkable
+class ReadsActions(Protocol):
+    """An update op that says how it reads its LM's action items: `read_actions(items, id_map)` gives back
+    `({event, unit_id, text} actions, unknown ids, malformed items)`, each shown id mapped by `id_map`. It must not
+    raise for an item it cannot read (it skips and counts it)."""
+
+    def read_actions(self, items: Sequence[Any], id_map: dict[str, str]) -> tuple[list[dict[str, Any]], int, int]: ...
 
 
 class _WrittenList(NamedTuple):
@@ -95,14 +104,15 @@ def _shown_memories(prompt: Mapping[str, str]) -> dict[str, str] | None:
     return found[0] if len(found) == 1 else None
 
 
-def _written_for(written: Sequence[Any], shown: Mapping[str, str], actions: Sequence[Any]) -> list[int] | None:
+def _written_for(written: Sequence[Any], shown: Mapping[str, str], actions: Sequence[Any],
+                 reader: ActionReader) -> list[int] | None:
     """For each recorded action, the index of the written item it was read from, or None when that is not certain.
 
-    Each written item is read with the op's own reader (`map_actions`, each shown id standing for itself): the
+    Each written item is read with the op's own `reader` (each shown id standing for itself): the
     items it keeps must give back the recorded actions one for one, each shown id standing for one unit and each
     unit for one id."""
     itself = {shown_id: shown_id for shown_id in shown}
-    read = [(i, got[0]) for i, item in enumerate(written) if (got := map_actions([item], itself)[0])]
+    read = [(i, kept[0]) for i, item in enumerate(written) if (kept := reader([item], itself)[0])]
     if len(read) != len(actions):
         return None
     units: dict[str, Any] = {}
@@ -118,9 +128,10 @@ def _written_for(written: Sequence[Any], shown: Mapping[str, str], actions: Sequ
 
 
 def actions_reply(written_text: str, prompt: Mapping[str, str], actions: Sequence[Any],
-                  repaired: Sequence[Any]) -> str | None:
+                  repaired: Sequence[Any], reader: ActionReader) -> str | None:
     """An update decision's repaired action list as the LM writes it (module docstring; `prompt`: the recorded
-    prompt's fields by name, `actions` the op's recorded actions, `repaired` the repair's), or None when it has no
+    prompt's fields by name, `actions` the op's recorded actions, `repaired` the repair's, `reader` the op's own), or None
+    when it has no
     such form: the recorded reply is not one strict JSON list, the repair changes an action into anything but a
     NONE of the same unit, or the written item of a changed action is not certain (`_written_for`)."""
     written = _written_list(written_text)
@@ -137,7 +148,7 @@ def actions_reply(written_text: str, prompt: Mapping[str, str], actions: Sequenc
     edits: dict[int, Any] = {}
     if changed:
         shown = _shown_memories(prompt)
-        index = None if shown is None else _written_for(written.items, shown, actions)
+        index = None if shown is None else _written_for(written.items, shown, actions, reader)
         if shown is None or index is None:
             return None
         for j in changed:

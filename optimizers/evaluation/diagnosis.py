@@ -31,7 +31,6 @@ from functools import partial
 
 from memtrace_opt.metrics import is_decline
 from memtrace_opt.metrics.text import answer_tokens, normalize_answer, token_scores
-from memtrace_opt.metrics.words import RELATIVE_DAYS, WEEKDAYS
 from memtrace_opt.optimizers.core.evidence import DiagnosedCase, Finding, Pattern
 from memtrace_opt.optimizers.evaluation.gold_format import (
     GoldFormat,
@@ -42,6 +41,7 @@ from memtrace_opt.optimizers.evaluation.gold_format import (
     list_parts,
     render_date,
 )
+from memtrace_opt.text.words import RELATIVE_DAYS, WEEKDAYS
 
 __all__ = ["DiagnosedCase", "Pattern", "Finding", "PATTERNS", "diagnose", "learned_patterns", "patterns_for",
            "refine", "writes_the_answer"]

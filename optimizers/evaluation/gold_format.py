@@ -25,7 +25,7 @@ from typing import Any
 
 from memtrace_opt.metrics import is_decline
 from memtrace_opt.metrics.text import answer_tokens
-from memtrace_opt.metrics.words import MONTH_NUMBERS, MONTHS
+from memtrace_opt.text.words import MONTH_NUMBERS, MONTHS
 
 __all__ = ["GoldFormat", "INVENTED_DATE", "date_kind", "date_template", "describe_form", "form_key", "list_parts",
            "render_date"]

@@ -1,6 +1,6 @@
 """The metric every optimizer maximizes: is the answer to one question correct.
 
-`AnswerMetric` wraps the runner's `score_case`: the token rule (`metrics.TOKEN_RULE`; abstention questions by the
+`AnswerMetric` wraps `metrics.score_case`: the token rule (`metrics.TOKEN_RULE`; abstention questions by the
 abstention rule) by default, or the LLM judge with `judge=True` (its calls are the judge role's). Its `name` is
 what a comparison's setting and an optimizer's manifest record as their metric: the token rule's version, or
 "judge".
@@ -17,8 +17,7 @@ from typing import Any
 import dspy
 
 from memtrace_opt.data import Question
-from memtrace_opt.metrics import TOKEN_RULE
-from memtrace_opt.runner import score_case
+from memtrace_opt.metrics import TOKEN_RULE, score_case
 
 __all__ = ["CaseScore", "AnswerMetric", "dspy_metric"]
 

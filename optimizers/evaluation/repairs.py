@@ -57,8 +57,9 @@ from memtrace_opt.optimizers.core.evidence import prompt_fields
 from memtrace_opt.optimizers.core.repair import REPAIR_CHARS, Repair, RepairCounts, RepairSet
 from memtrace_opt.optimizers.evaluation.blame import Blame, op_seq
 from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
-from memtrace_opt.optimizers.evaluation.decision_reply import actions_reply
+from memtrace_opt.optimizers.evaluation.decision_reply import ReadsActions, actions_reply
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event
+from memtrace_opt.optimizers.evaluation.local_set import predictor_op
 from memtrace_opt.optimizers.evaluation.memo import LMExchange
 from memtrace_opt.tracing import OpEvent
 
@@ -119,7 +120,7 @@ def _repaired(view: GraphView, flow: Any, op: str, case: FailedCase, event: OpEv
 
 
 def _reply(signature: Any, exchange: LMExchange, kind: str | None, outputs: Mapping[str, Any],
-           repaired: Mapping[str, Any]) -> dict[str, str] | None:
+           repaired: Mapping[str, Any], op: Any = None) -> dict[str, str] | None:
     """The repaired reply's output fields as the LM writes them (an update decision's actions: `decision_reply.actions_reply`),
     or None when it has no such form."""
     recorded = prompt_fields(exchange.response)
@@ -127,9 +128,11 @@ def _reply(signature: Any, exchange: LMExchange, kind: str | None, outputs: Mapp
     for name in signature.output_fields:
         value = repaired.get(name)
         if kind in (UPDATE, DELETION) and isinstance(value, list):
+            if not isinstance(op, ReadsActions):  # no reader to tell which written item an action came from
+                return None
             actions = outputs.get(name)
             text = actions_reply(recorded.get(name) or "[]", prompt_fields(exchange.prompt),
-                                  actions if isinstance(actions, list) else [], value)
+                                  actions if isinstance(actions, list) else [], value, op.read_actions)
             if text is None:
                 return None
             out[name] = text
@@ -212,7 +215,8 @@ class _Repairer:
             log.info("repair of %s at op:%d rejected: its output already held the needed information", case.case_id, seq)
             return _Attempt("lineage_rejected")
         event, exchange = call.event, call.exchange
-        reply = _reply(self.signature, exchange, error_type_for_op(event.op, event.outputs, event.role), event.outputs or {}, outputs)
+        kind = error_type_for_op(event.op, event.outputs, event.role)
+        reply = _reply(self.signature, exchange, kind, event.outputs or {}, outputs, predictor_op(self.program, self.predictor))
         repair = None if reply is None else Repair(case.case_id, f"op:{seq}", event.op, self.predictor, exchange.prompt,
                                                    exchange.response, reply, added, "")
         if repair is None or repair.demo(self.signature) is None:

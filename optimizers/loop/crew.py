@@ -44,6 +44,7 @@ from optuna.trial import TrialState, create_trial
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.optimizers.core.budget import BudgetExhausted
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
+from memtrace_opt.optimizers.loop import keys
 from memtrace_opt.optimizers.loop.study import heartbeat_seconds
 
 __all__ = ["Crew", "Job", "Lead", "conversation_share", "conversations", "joined_accuracy", "worker_name"]
@@ -374,11 +375,12 @@ class Crew:
 
     def _spends(self) -> dict[str, int]:
         attrs = self.storage.get_study_user_attrs(self.study_id)
-        return {name.split(":", 1)[1]: int(value) for name, value in attrs.items() if name.startswith("lm_calls:")}
+        return {name.removeprefix(keys.spend("")): int(value) for name, value in attrs.items()
+                if name.startswith(keys.spend(""))}
 
     def report_spend(self, calls: int) -> None:
         """This worker's metered LM calls in this run, for the others' budgets."""
-        self.storage.set_study_user_attr(self.study_id, f"lm_calls:{self.worker}", int(calls))
+        self.storage.set_study_user_attr(self.study_id, keys.spend(self.worker), int(calls))
 
     def others_spent(self) -> int:
         """The metered LM calls the other workers made since this one joined (re-read every few seconds)."""

@@ -29,21 +29,10 @@ from memtrace_opt.optimizers.sources.base import ProposalSettings
 from memtrace_opt.optimizers.sources.demo_source import DemoSettings
 from memtrace_opt.optimizers.sources.settings_source import SettingsSearch
 
-__all__ = ["ADDED_KNOBS", "LEGACY_NAMES", "LoopSettings"]
-
-# knobs an earlier release's study name did not digest
-ADDED_KNOBS = ("repairs", "scoped_replay", "local_objective", "local_margin", "local_calls", "validate_top", "settings",
-               "settings_trials", "cost_limit")
+__all__ = ["LoopSettings"]
 
 _PARTS = {"proposal": ProposalSettings, "demo": DemoSettings, "acceptance": AcceptanceSettings, "local": LocalSettings,
           "search": SettingsSearch}
-
-# the names the knobs had before they took their flags' (a settings dict written by an earlier release, and
-# the study name, which digests the settings under these names so that a run started then still resumes)
-LEGACY_NAMES = {"rounds": "max_rounds", "candidates": "num_candidates", "minibatch": "minibatch_size",
-                "budget": "max_lm_calls", "time_budget": "max_seconds", "demos": "max_demos",
-                "demo_budget": "demo_budget_chars"}
-
 
 @dataclass(frozen=True)
 class LoopSettings:
@@ -86,12 +75,12 @@ class LoopSettings:
         return cls().with_values(values)
 
     def with_values(self, values: Mapping[str, Any]) -> LoopSettings:
-        """These settings with `values` (knob names; an earlier release's names are read too) replaced."""
+        """These settings with `values` (knob names) replaced."""
         own = {f.name for f in dataclasses.fields(self)} - set(_PARTS)
         changes: dict[str, Any] = {}
         parts: dict[str, dict[str, Any]] = {name: {} for name in _PARTS}
         for key, value in values.items():
-            name = _OLD_TO_NEW.get(key, key)
+            name = key
             part = _OWNER.get(name)
             if part is not None:
                 parts[part][name] = value
@@ -115,14 +104,6 @@ class LoopSettings:
     def from_dict(cls, data: Mapping[str, Any]) -> LoopSettings:
         return cls.of(**data)
 
-    def legacy_dict(self) -> dict[str, Any]:
-        """`to_dict()` under the names an earlier release used (the study name digests this form); a knob added
-        since is left out at its default, so that a study started before it resumes."""
-        defaults = LoopSettings().to_dict()
-        return {LEGACY_NAMES.get(name, name): value for name, value in self.to_dict().items()
-                if not (name in ADDED_KNOBS and value == defaults[name])}
-
 
 _OWNER = {f.name: part for part, settings in _PARTS.items() for f in dataclasses.fields(settings)}
-_OLD_TO_NEW = {old: new for new, old in LEGACY_NAMES.items()}
 _ALL = set(_OWNER) | {f.name for f in dataclasses.fields(LoopSettings)} - set(_PARTS)

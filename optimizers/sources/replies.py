@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING
 
 from memtrace_opt.metrics import FUNCTION_WORDS
-from memtrace_opt.metrics.words import CALENDAR_WORDS
+from memtrace_opt.text.words import CALENDAR_WORDS
 
 if TYPE_CHECKING:
     from memtrace_opt.optimizers.core.evidence import ProposalEvidence
@@ -35,7 +35,7 @@ def same_text(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
-# a month or weekday (`metrics.words.CALENDAR_WORDS`) is capitalised in English, and no one's name
+# a month or weekday (`text.words.CALENDAR_WORDS`) is capitalised in English, and no one's name
 _CAPITALISED = re.compile(r"\b[A-Z][a-z][\w-]*")
 _SENTENCE_START = re.compile(r"(?:^\s*|[.!?:;\"(\[]\s*|\n\s*)$")
 # a speaker's turn as the step was shown it: "Name: text" (after an optional "[...]" header) at a line's start

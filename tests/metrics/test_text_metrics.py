@@ -14,7 +14,7 @@ from memtrace_opt.metrics import (
     token_f1,
     token_scores,
 )
-from memtrace_opt.metrics._porter import porter_stem
+from memtrace_opt.text.porter import porter_stem
 
 
 def test_normalize_answer() -> None:

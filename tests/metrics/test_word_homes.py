@@ -1,5 +1,5 @@
 """One home for each word list: the calendar's names (months, weekdays, days said relative to today) are written
-only in `metrics.words`, and the abstaining answer only in `data` (`ABSTAIN_ANSWER`); every other module of the
+only in `text.words`, and the abstaining answer only in `data` (`ABSTAIN_ANSWER`); every other module of the
 package reads them from there. Docstrings may name them (they explain); code may not list them again.
 """
 
@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memtrace_opt.data import ABSTAIN_ANSWER
-from memtrace_opt.metrics.words import MONTHS, RELATIVE_DAYS, WEEKDAYS
+from memtrace_opt.text.words import MONTHS, RELATIVE_DAYS, WEEKDAYS
 from tests.sources import ROOT, docstring_ids, package_sources
 
-WORD_HOME = Path("memtrace_opt/metrics/words.py")
+WORD_HOME = Path("memtrace_opt/text/words.py")
 ABSTAIN_HOME = Path("memtrace_opt/data/_types.py")
 LISTS = {"months": frozenset(MONTHS), "weekdays": frozenset(WEEKDAYS), "relative days": frozenset(RELATIVE_DAYS)}
 A_LIST = 3  # this many names of one list in one literal is a copy of the list
@@ -56,7 +56,7 @@ _ONE = "in May or June"
 '''
     assert copies(planted, Path("programs/x.py")) == ["programs/x.py:2: weekdays", "programs/x.py:3: relative days",
                                                       "programs/x.py:4: the abstaining answer"]
-    assert copies(planted, WORD_HOME) == ["memtrace_opt/metrics/words.py:4: the abstaining answer"]
+    assert copies(planted, WORD_HOME) == ["memtrace_opt/text/words.py:4: the abstaining answer"]
 
 
 def test_the_calendar_words_and_the_abstaining_answer_have_one_home() -> None:

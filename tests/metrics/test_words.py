@@ -6,9 +6,9 @@ from memtrace_opt.attribution import NeededInfo
 from memtrace_opt.memory.index import tokenize
 from memtrace_opt.metrics import porter_stem
 from memtrace_opt.metrics.text import content_recall
-from memtrace_opt.metrics.words import CHAT_STOP_WORDS, FACT_STOP_WORDS, FUNCTION_WORDS, SCORING_STOP_WORDS
 from memtrace_opt.optimizers.evaluation.carry import carries, gold_words
 from memtrace_opt.testing.skills import content_tokens as chat_content_tokens
+from memtrace_opt.text.words import CHAT_STOP_WORDS, FACT_STOP_WORDS, FUNCTION_WORDS, SCORING_STOP_WORDS
 
 
 def test_the_lists_nest_as_documented() -> None:

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 import dspy
 import pytest
 
-from memtrace_opt.metrics.words import FUNCTION_WORDS
 from memtrace_opt.programs import BUILTIN_SYSTEMS, make_program
+from memtrace_opt.text.words import FUNCTION_WORDS
 from tests.sources import ROOT, docstring_ids, package_sources
 
 SHARED_DATA = ROOT.parent / "shared" / "data"

@@ -17,11 +17,6 @@ FLAGS = ["--rounds", "--patience", "--minibatch", "--budget", "--time-budget", "
          "--pattern-rules", "--demos", "--demo-pool", "--demo-budget", "--compact-demos", "--validate-ties",
          "--min-val-gain", "--min-val-questions", "--local-objective", "--local-margin", "--local-calls",
          "--validate-top", "--settings", "--settings-trials", "--cost-limit"]
-# LoopSettings().to_dict() before the knobs took their flags' names: the study name digests this form
-OLD_DEFAULTS = {"max_rounds": 6, "patience": 2, "num_candidates": 3, "minibatch_size": 8, "max_lm_calls": None,
-                "evidence_cases": 3, "seed": 0, "threads": 1, "max_seconds": None, "local_check": True, "max_demos": 2,
-                "demo_chars": 8000, "validate_ties": False, "min_val_gain": 0.0, "min_val_questions": 2,
-                "demo_pool": 24, "demo_budget_chars": 20000, "compact_demos": True, "pattern_rules": True}
 
 
 def test_each_knob_is_named_as_its_flag():
@@ -37,9 +32,9 @@ def test_the_tree_is_built_from_knob_names_and_written_flat():
     assert {"rounds", "demos", "demo_budget", "min_val_questions"} <= set(settings.to_dict())
 
 
-def test_an_earlier_releases_names_are_read_and_the_study_name_digests_them():
-    assert LoopSettings.of(max_rounds=4, max_demos=0) == LoopSettings.of(rounds=4, demos=0)
-    assert LoopSettings().legacy_dict() == OLD_DEFAULTS
+def test_a_name_an_earlier_release_used_is_an_unknown_setting():
+    with pytest.raises(ConfigError, match="unknown setting 'max_rounds'"):
+        LoopSettings.of(max_rounds=4)
 
 
 def test_an_unknown_or_bad_setting_is_a_clear_error():
