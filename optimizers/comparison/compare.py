@@ -158,6 +158,15 @@ class CompareRow:
         settings = [f"{name} {value(old)} -> {value(new)}" for name, (old, new) in self.settings_changed.items()]
         return ", ".join([*map(label, self.changed_predictors), *settings]) or "-"
 
+    def rounds_cell(self) -> str:
+        """Our loop's rounds: how many ended, how many accepted a change, and one the budget cut ("-": not ours)."""
+        rounds = self.details.get("rounds")
+        if rounds is None:
+            return "-"
+        accepted = sum(bool(r.get("accepted")) for r in rounds)
+        cut = " + 1 cut" if self.details.get("interrupted") else ""
+        return f"{len(rounds)} ({accepted} accepted){cut}"
+
     def cost_cell(self) -> str:
         """LM calls per conversation and prompt words per answer, the seed's -> the optimized program's."""
         if not self.cost:
@@ -221,8 +230,9 @@ class CompareSummary:
         column = _TEST_COLUMN.get(self.test_label, self.test_label)
         lines = [f"### {title}" if title else "", "",
                  f"| optimizer | {column} before | {column} after | delta | fixed / broken | 95% CI, p | mean F1 | words "
-                 "| cost: calls / conv, prompt words / answer | LM calls | to best | tokens | wall s | stop | changed |",
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                 "| cost: calls / conv, prompt words / answer | LM calls (cached) | to best | tokens | wall s | stop | "
+                 "rounds | changed |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for row in self.rows:
             after = "error" if row.optimized_accuracy is None else f"{row.optimized_accuracy:.3f}"
             delta = "" if row.delta is None else f"{row.delta * 100:+.1f} pts"
@@ -231,15 +241,17 @@ class CompareSummary:
             moved, interval = row.paired.cells() if row.paired else ("-", "-")
             f1, words = row.answers.cells() if row.answers else ("-", "-")
             lines.append(f"| {row.optimizer} | {row.baseline_accuracy:.3f} | {after} | {delta} | {moved} | {interval} | "
-                         f"{f1} | {words} | {row.cost_cell()} | {row.lm_calls} | "
-                         f"{to_best} | {row.tokens} | {row.seconds:.0f} | {stop} | {row.changed_label()} |")
+                         f"{f1} | {words} | {row.cost_cell()} | {row.lm_calls} ({row.cached_calls}) | "
+                         f"{to_best} | {row.tokens} | {row.seconds:.0f} | {stop} | {row.rounds_cell()} | "
+                         f"{row.changed_label()} |")
         lines.append("")
         why = f" ({NOT_HELD_OUT})" if self.test_label == SAME_CONVERSATION else ""
         lines.append(f"{self.test_questions} {column} questions{why}; fixed / broken: questions wrong before and right after, "
                      "and the reverse; 95% CI: paired bootstrap interval of the delta in points, p: exact sign test on "
                      f"the fixed and broken questions; mean F1 and words: the {column} answers' token F1 and length, before "
                      "→ after (the token rule counts a long answer holding the gold words as right; F1 does not); "
-                     "LM calls are task + reflection (+ attributor) calls; "
+                     "LM calls are task + reflection (+ attributor) calls that reached the model, beside those a cache "
+                     "served; rounds: our loop's rounds (accepted, and a round the budget cut); "
                      "'to best': LM calls spent when the returned program was first reached; stop: the LM-call "
                      "budget (calls), the time budget (time) or the optimizer's own stop (own); cost: the program's "
                      "LM calls per test conversation and prompt words per answer, by a dry run, the unoptimized "
