@@ -77,6 +77,8 @@ class Trials(Protocol):
 
     def minibatch_rule(self, score: float) -> Decision: ...
 
+    def fits(self, price: Price) -> bool: ...
+
     def shortfall(self, price: Price) -> str: ...
 
     def validate(self, candidate: Candidate) -> Validation | Decision: ...
@@ -230,6 +232,16 @@ class LocalSearch:
             for trial in alive:
                 trial.decision = Decision.of(Status.REJECTED, "rejected: no local set to score it on")
             return []
+        if alive and not t.fits(t.local_price([x.candidate for x in alive], first)):
+            # the first rung takes as many candidates as the round affords, in the plan's order (those that cost no
+            # reflection call first); the others wait for a round with more to spend
+            taken = next((n for n in range(len(alive) - 1, 0, -1)
+                          if t.fits(t.local_price([x.candidate for x in alive[:n]], first))), 0)
+            if taken:
+                for trial in alive[taken:]:
+                    trial.decision = Decision.of(Status.OUTRANKED, "not scored: the round affords the first rung for "
+                                                 "{n} candidates, the first in its order", n=taken)
+                alive = alive[:taken]
         while alive:
             why = t.shortfall(t.local_price([x.candidate for x in alive], first))
             if why:

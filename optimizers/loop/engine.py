@@ -310,6 +310,10 @@ class RoundJobs:
     def minibatch_rule(self, score: float) -> Decision:
         return self.ctx.acceptance.on_minibatch(self.plan.minibatch_score, score)
 
+    def fits(self, price: Price) -> bool:
+        """Whether the round affords `price` now, its validation reserved (no side effect: a policy sizing its work)."""
+        return self.allowance is None or not self.allowance.shortfall(price)
+
     def shortfall(self, price: Price) -> str:
         """Why the round cannot afford `price` now ("" when it can). Past the budget or the clock the round is cut
         (`cut`: a resumed run finishes it); past its own share, the work is only skipped."""
@@ -326,6 +330,9 @@ class RoundJobs:
             if not self.cut and not self.validations:  # the budget left cannot validate it: a resumed run does
                 self.cut, self.cut_in = why, RoundPhase.VALIDATION
             return Decision.of(Status.NOT_VALIDATED, "not validated: {why}", why=why)
+        if self.allowance is not None and self.validations and (why := self.allowance.shortfall(price, reserved=False)):
+            # the reserve paid for the first: another must fit the round's share, or it would starve the rounds after
+            return Decision.of(Status.NOT_VALIDATED, "not validated: {why} (a second validation)", why=why)
         progress.stage(f"round {self.number}: validation", total=evaluation_steps(self.ctx.valset))
         context = self.phases.run(RoundPhase.VALIDATION, price) if self.phases is not None else contextlib.nullcontext()
         with context:
@@ -732,8 +739,12 @@ class Engine:
             if why := allowance.shortfall(price + self._least_scoring(request, len(candidates) + request.slots)):
                 phases.skip(RoundPhase.PROPOSALS, f"{type(source).__name__}: {why}", price)
                 continue
+            before = _Meter(self.budget)
             with phases.run(RoundPhase.PROPOSALS, price):
                 candidates += steps.propose(request, [source], candidates)
+            if steps.spends(source) == "reflection":
+                spent = before.cost(RoundPhase.PROPOSALS, None)
+                self.pricer.proposed(spent.calls, spent.seconds)
         return candidates
 
     def _least_scoring(self, request: SourceRequest, candidates: int) -> Price:
@@ -751,7 +762,7 @@ class Engine:
         if kind == "reflection":
             shown = len(json.dumps(describe(request.evidence)).split()) + len(request.instruction.split()) * 2
             reply = max(160.0, len(request.instruction.split()) * 1.5 * 1.35)
-            return self.pricer.calls_of("reflection", request.slots, shown, reply)
+            return self.pricer.reflection(request.slots, shown, reply)
         pool = getattr(source, "pool", ())
         if kind == "task" and pool and not getattr(source, "pool_results", None):
             fresh = self.ctx.adapter.unanswered(request.program, pool)

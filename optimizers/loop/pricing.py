@@ -94,6 +94,7 @@ class Pricer:
     order: Sequence[str] = ()
     own: dict[str, CallStat] = field(default_factory=dict)  # watched here (or restored from the study)
     memo: Any = None  # a replay memo: the live calls of every traced run it learned (`ReplayMemo.call_stats`)
+    proposals: list[tuple[int, float]] = field(default_factory=list)  # each reflection proposal's (calls, seconds)
     val_calls: dict[str, int] = field(default_factory=dict)  # each predictor's calls in the seed's run of the valset
     downstream_share: float = DOWNSTREAM_SHARE
     _shares: list[float] = field(default_factory=list)
@@ -185,6 +186,21 @@ class Pricer:
         for name in later:
             price += self._seed_calls(name).times(self.downstream_share)
         return price
+
+    def reflection(self, slots: int, prompt_words: int, reply_tokens: float) -> Price:
+        """The reflection LM proposing `slots` instructions: as many calls and seconds as its proposals took on
+        average where the run has watched one (a small model's echoes cost a second attempt), else one and a half
+        calls a slot, each priced by the rates."""
+        if self.proposals:
+            calls = sum(c for c, _ in self.proposals) / len(self.proposals)
+            seconds = sum(s for _, s in self.proposals) / len(self.proposals)
+            return Price(math.ceil(calls), seconds)
+        return self.calls_of("reflection", math.ceil(1.5 * slots), prompt_words, reply_tokens)
+
+    def proposed(self, calls: int, seconds: float) -> None:
+        """A reflection proposal took `calls` live calls in `seconds`: the next is priced by it."""
+        if calls:
+            self.proposals.append((calls, seconds))
 
     def calls_of(self, predictor: str, count: int, prompt_words: int, reply_tokens: float) -> Price:
         """`count` calls of `predictor` (or of a role: "reflection") with prompts of `prompt_words` words."""

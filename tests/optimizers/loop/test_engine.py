@@ -90,12 +90,13 @@ def test_a_round_short_of_time_reserves_its_validation_and_still_validates(plant
 class _Trials:
     """The narrow interface a choice policy sees, scripted: each candidate's net gain on any number of calls."""
 
-    def __init__(self, gains: list[int], local_size: int = 16) -> None:
+    def __init__(self, gains: list[int], local_size: int = 16, affords: int | None = None) -> None:
         self.candidates = [Candidate.of(EXTRACT, f"instruction {i}") for i in range(len(gains))]
         self.gains = dict(zip((c.instruction for c in self.candidates), gains, strict=True))
         self.local_size, self.margin, self.validate_top, self.cut = local_size, 1, 2, ""
         self.rungs: list[tuple[int, int]] = []  # (candidates scored, calls each)
         self.validated: list[str] = []
+        self.affords = affords  # local calls the round can pay for (None: any)
 
     def local(self, candidates, first):
         self.rungs.append((len(candidates), first))
@@ -105,8 +106,11 @@ class _Trials:
     def local_price(self, candidates, first):
         return Price(len(candidates) * first, float(len(candidates) * first))
 
+    def fits(self, price):
+        return self.affords is None or price.calls <= self.affords
+
     def shortfall(self, price):
-        return ""
+        return "" if self.fits(price) else "too few calls"
 
     def validate(self, candidate):
         self.validated.append(candidate.instruction)
@@ -125,6 +129,15 @@ def test_a_candidate_is_dropped_at_the_first_halving_and_the_best_goes_to_valida
     assert dropped.status == "outranked" and dropped.why.startswith("dropped at rung 1") and len(dropped.rungs) == 1
     assert trials.validated == ["instruction 1"] and choice.taken is not None  # the first to beat the seed, taken
     assert by_text["instruction 4"].why == "not validated: candidate 2 was accepted first"
+
+
+def test_a_first_rung_the_round_cannot_afford_for_every_candidate_takes_the_first_ones():
+    trials = _Trials([0, 3, -1, 1, 2, 0], affords=3 * RUNG_CALLS)
+    choice = LocalSearch(trials).choose()
+    assert trials.rungs[0] == (3, RUNG_CALLS)  # three of six: what the round could pay for, in the plan's order
+    later = {r.instruction: r for r in choice.records}["instruction 4"]
+    assert later.status == "outranked" and later.why.startswith("not scored: the round affords the first rung for 3")
+    assert trials.validated == ["instruction 1"]
 
 
 def test_a_cache_hit_for_a_call_whose_memories_were_renumbered_but_whose_prompt_is_unchanged():
