@@ -24,14 +24,11 @@ are in the reply cache: a resumed run goes through it again without a live call 
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,29 +37,28 @@ import dspy
 from memtrace_opt import progress
 from memtrace_opt.attribution import Verdict, attribute_cases
 from memtrace_opt.errors import MemtraceError
-from memtrace_opt.lm.usage import RoleUsage
 from memtrace_opt.optimizers.core.budget import BudgetExhausted, LMBudget
 from memtrace_opt.optimizers.core.candidate import Candidate
-from memtrace_opt.optimizers.core.decision import Decision, Status
 from memtrace_opt.optimizers.core.program_io import instructions_digest, instructions_of, settings_of
-from memtrace_opt.optimizers.core.repair import Repair, RepairSet
+from memtrace_opt.optimizers.core.repair import RepairSet
 from memtrace_opt.optimizers.evaluation.blame import Blame, attribute_failures, blame_of, failed_cases
 from memtrace_opt.optimizers.evaluation.cached import EvalResult
 from memtrace_opt.optimizers.evaluation.evidence import describe
 from memtrace_opt.optimizers.evaluation.examples import CaseRef, evaluation_steps
 from memtrace_opt.optimizers.evaluation.local_set import LocalSet
-from memtrace_opt.optimizers.evaluation.scoped import evidence_scope, replayed_ops, scoped_reuse
-from memtrace_opt.optimizers.gates.local_check import LocalCase, LocalCheckGate, local_cases
-from memtrace_opt.optimizers.gates.local_objective import DictReplyBook, LocalObjective, LocalScore, ReplyBook
-from memtrace_opt.optimizers.gates.settings import SettingsObjective
+from memtrace_opt.optimizers.evaluation.scoped import evidence_scope
+from memtrace_opt.optimizers.gates.local_check import LocalCase, local_cases
+from memtrace_opt.optimizers.gates.local_objective import DictReplyBook, LocalObjective, ReplyBook
 from memtrace_opt.optimizers.loop import keys, steps
-from memtrace_opt.optimizers.loop.choice import RUNG_CALLS, Scored, Validation, policy_for
+from memtrace_opt.optimizers.loop.allowance import Allowance, Meter, Phases
+from memtrace_opt.optimizers.loop.choice import RUNG_CALLS, policy_for
 from memtrace_opt.optimizers.loop.context import RoundContext
 from memtrace_opt.optimizers.loop.crew import Crew, Job, conversations, joined_accuracy
+from memtrace_opt.optimizers.loop.jobs import RoundJobs
+from memtrace_opt.optimizers.loop.phase_prices import PhasePrices
 from memtrace_opt.optimizers.loop.pricing import Price, Pricer
 from memtrace_opt.optimizers.loop.records import (
     CandidateRecord,
-    PhaseCost,
     RoundPhase,
     RoundPlan,
     RoundRecord,
@@ -75,7 +71,7 @@ from memtrace_opt.optimizers.sources.base import SourceRequest
 from memtrace_opt.optimizers.sources.settings_source import SettingsSource
 from memtrace_opt.programs.tunable import changed_settings
 
-__all__ = ["SETTINGS_SHARE", "Engine", "LoopState", "RoundJobs"]
+__all__ = ["SETTINGS_SHARE", "Engine", "LoopState"]
 
 log = logging.getLogger(__name__)
 
@@ -100,308 +96,6 @@ class LoopState:
         return [RoundOutcome(r.chosen_predictor, r.accepted) for r in self.rounds]
 
 
-@dataclass
-class Allowance:
-    """What a round may spend: its share of the calls and seconds left (None: no limit), with `reserve` held back
-    for its validation. `shortfall` says why a price does not fit ("" when it does)."""
-
-    budget: LMBudget
-    calls: int | None
-    seconds: float | None
-    start_calls: int
-    start_time: float = field(default_factory=time.monotonic)
-    reserve: Price = field(default_factory=Price)
-
-    def shortfall(self, price: Price, *, reserved: bool = True, share: bool = True) -> str:
-        """Why work priced `price` cannot start: past the budget or the clock, or (with `share`) past the round's
-        share, with (with `reserved`) the validation's reserve held back."""
-        if why := self.budget.why_spent():
-            return why
-        need = price + self.reserve if reserved else price
-        whose = " to the round" if share else ""
-        calls = self._calls_left(share)
-        if calls is not None and need.calls > calls:
-            return f"{calls} LM calls left{whose}, it needs {need.calls}"
-        seconds = self._seconds_left(share)
-        if seconds is not None and need.seconds is not None and need.seconds > seconds:
-            return f"{seconds:.0f} s left{whose}, it needs about {need.seconds:.0f} s"
-        return ""
-
-    def widen(self, least: Price) -> None:
-        """A share of at least `least` (calls and seconds: what one round that can tell anything needs)."""
-        if self.calls is not None:
-            self.calls = max(self.calls, least.calls)
-        if self.seconds is not None and least.seconds is not None:
-            self.seconds = max(self.seconds, least.seconds)
-
-    def left(self) -> Price:
-        """The round's share left, less the reserve (0 for a dimension with no limit's share: None calls)."""
-        calls, seconds = self._calls_left(True), self._seconds_left(True)
-        return Price(max(0, (calls if calls is not None else 10**9) - self.reserve.calls),
-                     None if seconds is None else max(0.0, seconds - (self.reserve.seconds or 0.0)))
-
-    def _calls_left(self, share: bool) -> int | None:
-        hard = self.budget.left()
-        if not share or self.calls is None:
-            return hard
-        mine = self.calls - (self.budget.spent() - self.start_calls)
-        return mine if hard is None else min(hard, mine)
-
-    def _seconds_left(self, share: bool) -> float | None:
-        hard = None if self.budget.deadline is None else self.budget.deadline - time.monotonic()
-        if not share or self.seconds is None:
-            return hard
-        mine = self.seconds - (time.monotonic() - self.start_time)
-        return mine if hard is None else min(hard, mine)
-
-
-class _Meter:
-    """The metered roles' usage over a span: LM calls that reached the model, calls a cache served, tokens."""
-
-    def __init__(self, budget: LMBudget) -> None:
-        self.budget = budget
-        self.start = budget.usage.snapshot()
-        self.started = time.perf_counter()
-
-    def cost(self, phase: RoundPhase, estimate: Price | None) -> PhaseCost:
-        now = self.budget.usage.snapshot()
-        total = RoleUsage()
-        for role in self.budget.roles:
-            after, before = now.get(role, RoleUsage()), self.start.get(role, RoleUsage())
-            total = RoleUsage(total.calls + after.calls - before.calls,
-                              total.prompt_tokens + after.prompt_tokens - before.prompt_tokens,
-                              total.completion_tokens + after.completion_tokens - before.completion_tokens,
-                              0.0, total.cache_hits + after.cache_hits - before.cache_hits)
-        return PhaseCost(phase, None if estimate is None else estimate.seconds,
-                         None if estimate is None else estimate.calls, time.perf_counter() - self.started,
-                         total.live_calls, total.cache_hits, total.prompt_tokens, total.completion_tokens)
-
-
-@dataclass
-class _Phases:
-    """The phases of one round as they run: each priced and measured (`PhaseCost`), a phase run twice (two
-    validations) added up."""
-
-    budget: LMBudget
-    number: int = 0
-    costs: dict[RoundPhase, PhaseCost] = field(default_factory=dict)
-    current: RoundPhase = RoundPhase.PLAN
-
-    @contextlib.contextmanager
-    def run(self, phase: RoundPhase, estimate: Price | None = None) -> Iterator[None]:
-        outer, self.current = self.current, phase
-        if phase is not RoundPhase.VALIDATION:  # the validation says so itself, with its steps
-            progress.stage(f"round {self.number}: {phase.value}")
-        meter = _Meter(self.budget)
-        failed = True
-        try:
-            yield
-            failed = False
-        finally:
-            self.add(meter.cost(phase, estimate))
-            if not failed:  # a cut keeps the phase it came in
-                self.current = outer
-
-    def skip(self, phase: RoundPhase, why: str, estimate: Price | None = None) -> None:
-        """`phase` (or a part of it) not run, and why; its estimate is what it would have cost."""
-        self.add(PhaseCost(phase, None if estimate is None else estimate.seconds,
-                           None if estimate is None else estimate.calls, skipped=why), ran=False)
-
-    def add(self, cost: PhaseCost, *, ran: bool = True) -> None:
-        held = self.costs.get(cost.phase)
-        if held is None:
-            self.costs[cost.phase] = cost
-            return
-        if not ran:  # a part skipped: its reason said, its price not counted in what the phase was priced at
-            why = "; ".join(w for w in (held.skipped, cost.skipped) if w)
-            self.costs[cost.phase] = replace(held, skipped=why)
-            return
-
-        def plus(a: float | int | None, b: float | int | None) -> Any:
-            return None if a is None and b is None else (a or 0) + (b or 0)
-
-        self.costs[cost.phase] = PhaseCost(
-            cost.phase, plus(held.estimated_seconds, cost.estimated_seconds), plus(held.estimated_calls, cost.estimated_calls),
-            held.seconds + cost.seconds, held.calls + cost.calls, held.cached + cost.cached,
-            held.prompt_tokens + cost.prompt_tokens, held.completion_tokens + cost.completion_tokens,
-            "; ".join(w for w in (held.skipped, cost.skipped) if w))
-
-    def ordered(self) -> list[PhaseCost]:
-        return [self.costs[p] for p in RoundPhase if p in self.costs]
-
-
-class RoundJobs:
-    """One round's candidates as jobs (the `Trials` a choice policy sees, `choice.py`): each candidate scored on
-    the local set rung by rung, on the settings objective or on the minibatch, and validated, through the runner
-    (this process, or the workers sharing the round). The leader builds it from its plan; a worker that does not lead
-    builds the same from the recorded plan and runs the jobs it claims (`run_job`)."""
-
-    def __init__(self, ctx: RoundContext, plan: RoundPlan, program: dspy.Module, current_val: float,
-                 minibatch: Sequence[CaseRef], *, runner: Runner, pricer: Pricer, book: ReplyBook,
-                 allowance: Allowance | None = None, phases: _Phases | None = None,
-                 settings: SettingsObjective | None = None) -> None:
-        self.ctx, self.plan, self.program, self.current_val = ctx, plan, program, current_val
-        self.number, self.chosen = plan.round, plan.chosen_predictor or ""
-        self.candidates = list(plan.candidates)
-        self.parent = instructions_digest(instructions_of(program))
-        self.runner, self.pricer, self.allowance, self.phases = runner, pricer, allowance, phases
-        self.minibatch_cases = list(minibatch)
-        local = LocalSet.from_dict(plan.local_set) if plan.local_set else None
-        self.objective = None if local is None or not local.calls else LocalObjective(
-            local, program, ctx.adapter.evaluator.task_lm, book, threads=ctx.threads)
-        self.local_size = len(local.calls) if local is not None else 0
-        checks = [LocalCase.from_dict(case) for case in plan.local_cases]
-        self.check = LocalCheckGate(checks, ctx.adapter.evaluator.task_lm) if checks and ctx.local_check else None
-        self.settings_objective = settings
-        self.margin = ctx.local_margin
-        self.validate_top = ctx.local.validate_top if ctx.local is not None else 2
-        self.cut = ""
-        self.cut_in = RoundPhase.CANDIDATES  # the phase the budget first stopped a job of the round in
-        self.validations = 0
-        self.priced = Price(0, 0.0)  # what the scoring this round ran was priced at (the phase's estimate)
-        self._scored: dict[str, int] = {}  # candidate key -> calls of the local set it has been scored on
-
-    # what the policy asks ------------------------------------------------------------------------------------
-    def local(self, candidates: Sequence[Candidate], first: int) -> list[LocalScore | None]:
-        self.priced += self.local_price(candidates, first)
-        jobs = [self._job("local", c, first=first) for c in candidates]
-        results = self.runner.run(jobs, self.run_job)
-        out: list[LocalScore | None] = []
-        for job, candidate in zip(jobs, candidates, strict=True):
-            result = results[job.key]
-            if "budget" in result:
-                self.cut = self.cut or str(result["budget"])
-                out.append(None)
-                continue
-            self._scored[candidate.key(self.number, self.parent)] = first
-            out.append(LocalScore.from_dict(result["local"]))
-        return out
-
-    def local_price(self, candidates: Sequence[Candidate], first: int) -> Price:
-        price = Price(0, 0.0)
-        if self.objective is None:
-            return price
-        for candidate in candidates:
-            done = self._scored.get(candidate.key(self.number, self.parent), 0)
-            calls = self.objective.calls_for(candidate, first)[done:]
-            price += self.pricer.local_calls([(c.prompt, c.response) for c in calls],
-                                             self.objective.head_words(self.program, candidate), self.chosen)
-        return price
-
-    def settings(self, candidate: Candidate) -> Any:
-        assert self.settings_objective is not None, "a settings candidate without a settings objective"
-        return self.settings_objective.score(self.program, candidate)
-
-    def minibatch(self, candidate: Candidate) -> Scored | None:
-        self.priced += self.minibatch_price(candidate)
-        result = self.runner.run([self._job("minibatch", candidate)], self.run_job)
-        data = next(iter(result.values()))
-        if "budget" in data:
-            self.cut = self.cut or str(data["budget"])
-            return None
-        rejected = Decision.recorded(Status(data["status"]), data["why"]) if data.get("status") else None
-        return Scored(data.get("local"), rejected, data.get("minibatch"), data.get("replayed") or {})
-
-    def minibatch_price(self, candidate: Candidate) -> Price:
-        per = self.pricer.per_call(self.chosen)
-        calls = self.plan.minibatch_ops.get(self.chosen, 0) + len(self.plan.local_cases)
-        return Price(calls, None if per is None else calls * per)
-
-    def minibatch_rule(self, score: float) -> Decision:
-        return self.ctx.acceptance.on_minibatch(self.plan.minibatch_score, score)
-
-    def fits(self, price: Price) -> bool:
-        """Whether the round affords `price` now, its validation reserved (no side effect: a policy sizing its work)."""
-        return self.allowance is None or not self.allowance.shortfall(price)
-
-    def shortfall(self, price: Price) -> str:
-        """Why the round cannot afford `price` now ("" when it can). Past the budget or the clock the round is cut
-        (`cut`: a resumed run finishes it); past its own share, the work is only skipped."""
-        if self.allowance is None:
-            return ""
-        if why := self.allowance.shortfall(price, reserved=False, share=False):
-            self.cut = self.cut or why
-            return why
-        return self.allowance.shortfall(price)
-
-    def validate(self, candidate: Candidate) -> Validation | Decision:
-        price = self.pricer.validation(self.chosen)
-        if self.allowance is not None and (why := self.allowance.shortfall(price, reserved=False, share=False)):
-            if not self.cut and not self.validations:  # the budget left cannot validate it: a resumed run does
-                self.cut, self.cut_in = why, RoundPhase.VALIDATION
-            return Decision.of(Status.NOT_VALIDATED, "not validated: {why}", why=why)
-        if self.allowance is not None and self.validations and (why := self.allowance.shortfall(price, reserved=False)):
-            # the reserve paid for the first: another must fit the round's share, or it would starve the rounds after
-            return Decision.of(Status.NOT_VALIDATED, "not validated: {why} (a second validation)", why=why)
-        progress.stage(f"round {self.number}: validation", total=evaluation_steps(self.ctx.valset))
-        context = self.phases.run(RoundPhase.VALIDATION, price) if self.phases is not None else contextlib.nullcontext()
-        with context:
-            results = self.runner.run(self._val_jobs(candidate), self.run_job)
-        self.validations += 1
-        if self.allowance is not None:
-            self.allowance.reserve = Price()  # spent: a second validation must fit in what is left
-        if cut := next((str(r["budget"]) for r in results.values() if "budget" in r), ""):
-            if not self.cut:
-                self.cut, self.cut_in = cut, RoundPhase.VALIDATION
-            return Decision.of(Status.NOT_VALIDATED, "not validated: {why}", why=cut)
-        shares = [{"correct": r["correct"], "cases": r["cases"]} for r in results.values()]
-        replayed = next(iter(results.values())).get("replayed") or {}
-        return Validation(joined_accuracy(shares), replayed)
-
-    def decide(self, accuracy: float) -> Decision:
-        return self.ctx.acceptance.on_valset(self.current_val, accuracy)
-
-    # jobs ----------------------------------------------------------------------------------------------------
-    def _job(self, kind: str, candidate: Candidate, **attrs: Any) -> Job:
-        key = f"{kind}:{candidate.key(self.number, self.parent)}" + "".join(f":{v}" for v in attrs.values())
-        return Job(key, {"round": self.number, "parent": self.parent, "job": kind,
-                         "candidate": candidate.to_dict(), **attrs})
-
-    def _val_jobs(self, candidate: Candidate) -> list[Job]:
-        """A validation as jobs: one per valset conversation where other workers may share it, else one."""
-        job = self._job("val", candidate)
-        parts = conversations(self.ctx.valset)
-        if not self.runner.shared or len(parts) < 2:
-            return [job]
-        return [Job(f"{job.key}@{part}", {**job.attrs, "conversation": part}) for part in parts]
-
-    def accepts(self, attrs: Mapping[str, Any]) -> bool:
-        """Whether a shared job is one of this round's, from this program."""
-        return attrs.get("round") == self.number and attrs.get("parent") == self.parent
-
-    def run_job(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
-        """A job of this round run here (its JSON-ready result: what crosses to another worker)."""
-        if not self.accepts(attrs):
-            raise MemtraceError(f"job {attrs.get('key')} is not one of round {self.number} from this program")
-        candidate = Candidate.from_dict(attrs["candidate"])
-        if attrs["job"] == "local":
-            assert self.objective is not None
-            progress.stage(f"round {self.number}: candidates on {attrs['first']} local calls")
-            return {"local": self.objective.score(self.program, candidate, int(attrs["first"])).to_dict()}
-        if attrs["job"] == "minibatch":
-            progress.stage(f"round {self.number}: candidates on the minibatch")
-            return self._minibatch_job(candidate)
-        cases = [c for c in self.ctx.valset if attrs.get("conversation") in (None, c.conversation_key)]
-        result = self.ctx.adapter.evaluate(candidate.apply(self.program), cases)
-        self.pricer.validated(self.chosen, result)
-        return {"correct": sum(c.correct for c in result.cases), "cases": len(result.cases),
-                "replayed": replayed_ops(result, "full").to_dict()}
-
-    def _minibatch_job(self, candidate: Candidate) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.check is not None and not candidate.sets_settings:
-            result, decision = self.check.check(self.program, candidate)
-            out["local"] = result.to_dict()
-            if not decision.ok:
-                return {**out, "status": decision.status.value, "why": decision.why}
-        reuse = None
-        if self.plan.evidence_ops and candidate.predictor == self.chosen:
-            parent = self.ctx.adapter.evaluate(self.program, self.minibatch_cases)  # the memo serves it
-            reuse = scoped_reuse(parent, candidate.apply(self.program), self.chosen, self.plan.evidence_ops) or None
-        run = self.ctx.adapter.evaluate(candidate.apply(self.program), self.minibatch_cases, reuse=reuse)
-        return {**out, "minibatch": run.accuracy, "replayed": replayed_ops(run, "evidence" if reuse else "full").to_dict()}
-
-
 class Engine:
     """Runs an optimization's rounds (module doc) over `ctx` with `budget`, recording them in `ledger`."""
 
@@ -414,6 +108,7 @@ class Engine:
         self.joined = time.time()  # when this worker joined (a leader's word binds it after)
         self.minibatch_runs: dict[int, EvalResult] = {}
         self._partial = RoundRecord(0)  # the round running, as far as it got
+        self.prices = PhasePrices(ctx, pricer)
 
     @property
     def crew(self) -> Crew | None:
@@ -486,7 +181,7 @@ class Engine:
             self.pricer.restore(stats, val_ops)
         else:
             result = self.ctx.adapter.evaluate(program, val)
-            accuracy, val_ops = result.accuracy, _predictor_ops(result)
+            accuracy, val_ops = result.accuracy, steps.predictor_ops(result)
             self.pricer.restore({}, val_ops)
             self.pricer.watch(result)
         stored = {"val_accuracy": accuracy}
@@ -501,7 +196,7 @@ class Engine:
         watched = Pricer()
         watched.watch(result)
         return {"correct": sum(c.correct for c in result.cases), "cases": len(result.cases),
-                "score": result.accuracy, "ops": _predictor_ops(result), "stats": watched.stats_dict()}
+                "score": result.accuracy, "ops": steps.predictor_ops(result), "stats": watched.stats_dict()}
 
     def _minibatch(self, order: Sequence[CaseRef], number: int) -> list[CaseRef]:
         size = min(self.settings.minibatch, len(order))
@@ -555,7 +250,7 @@ class Engine:
         if state.reason is not None:
             return None
         before = state.program
-        phases = _Phases(self.budget, number)
+        phases = Phases(self.budget, number)
         started, calls_before, cached_before = time.perf_counter(), self.budget.spent(), self.budget.cached()
         self._partial = RoundRecord(number)
         try:
@@ -610,13 +305,13 @@ class Engine:
         self._partial = record
         return record
 
-    def _steps(self, state: LoopState, number: int, order: Sequence[CaseRef], phases: _Phases) -> RoundRecord:
+    def _steps(self, state: LoopState, number: int, order: Sequence[CaseRef], phases: Phases) -> RoundRecord:
         """The round's phases in order (module doc), its record filled in as each ends (a cut keeps what it
         reached: `_keep`)."""
         ctx, program, record = self.ctx, state.program, self._partial
         allowance = self._allowance(number)
         minibatch = self._minibatch(order, number)
-        with phases.run(RoundPhase.PLAN, self._plan_price(program, minibatch)):
+        with phases.run(RoundPhase.PLAN, self.prices.plan(program, minibatch)):
             planned = steps.plan(ctx, number, program, minibatch, state.history, self._attribute(number, program))
         self.minibatch_runs[number] = planned.evaluation
         state.verdicts.extend({**v.to_dict(), "round": number} for v in planned.blame.verdicts)
@@ -627,15 +322,15 @@ class Engine:
         if chosen is None:
             return replace(record, outcome="nothing blamed that a prompt or a setting can fix")
         allowance.reserve = self.pricer.validation(chosen)
-        least = self._least_scoring_of(chosen, planned)
-        allowance.widen(self._least_round(chosen, allowance.reserve))
+        least = self.prices.least_scoring_of(chosen, planned)
+        allowance.widen(self.prices.least_round(chosen, allowance.reserve))
         if why := allowance.shortfall(least, share=False):
             raise _NotAfforded(f"round {number} not started: {why} (scoring one candidate for {chosen} and "
                                "validating it)")
         book = self._book(number, program)
         local_set: LocalSet | None = None
         if planned.prompts and (ctx.local is not None or (ctx.repairs and steps.writes_memory(program, chosen))):
-            with phases.run(RoundPhase.LOCAL_SET, self._write_price(program, order)):
+            with phases.run(RoundPhase.LOCAL_SET, self.prices.write(program, order)):
                 local_set = self._local_set(number, program, chosen, planned.left_out)
             record = self._keep(replace(record, local_set=local_set.summary()))
         proposed = steps.proposed_repairs(program, chosen, planned.evaluation, planned.blame, ctx.adapter.memo,
@@ -696,7 +391,7 @@ class Engine:
 
     def _repairs(self, number: int, program: dspy.Module, chosen: str, planned: steps.Planned,
                  proposed: RepairSet, local_set: LocalSet | None, book: ReplyBook, allowance: Allowance,
-                 phases: _Phases) -> RepairSet:
+                 phases: Phases) -> RepairSet:
         """The proposed repairs confirmed on the local set's first rung of calls, where the round affords it."""
         if not proposed.repairs:
             return proposed
@@ -705,7 +400,7 @@ class Engine:
             return replace(proposed, repairs=[], counts=replace(proposed.counts, not_confirmed=len(proposed.repairs)))
         objective = LocalObjective(local_set, program, self.ctx.adapter.evaluator.task_lm, book, threads=self.ctx.threads)
         first = min(len(local_set.calls), RUNG_CALLS)
-        price = self._repair_price(program, chosen, planned, proposed.repairs, objective, first)
+        price = self.prices.repair(program, chosen, planned, proposed.repairs, objective, first)
         if why := allowance.shortfall(price):
             phases.skip(RoundPhase.REPAIRS, why, price)
             return replace(proposed, repairs=[], counts=replace(proposed.counts, not_confirmed=len(proposed.repairs)))
@@ -714,32 +409,18 @@ class Engine:
         log.info("round %d: repairs of %s: %s", number, chosen, kept.counts.to_dict())
         return kept
 
-    def _repair_price(self, program: dspy.Module, chosen: str, planned: steps.Planned, repairs: Sequence[Repair],
-                      objective: LocalObjective, first: int) -> Price:
-        price = Price(0, 0.0)
-        cases = planned.evaluation.by_id()
-        for repair in repairs:
-            case = cases.get(repair.case_id)
-            candidate = steps.repair_candidate(program, chosen, repair, f"{case.conversation_key}/{repair.op_id}") \
-                if case is not None else None
-            if candidate is not None:
-                calls = objective.calls_for(candidate, first)
-                price += self.pricer.local_calls([(c.prompt, c.response) for c in calls],
-                                                 objective.head_words(program, candidate), chosen)
-        return price
-
     def _proposals(self, request: SourceRequest, planned: steps.Planned, allowance: Allowance,
-                   phases: _Phases) -> list[Candidate]:
+                   phases: Phases) -> list[Candidate]:
         """The free sources' candidates, then each paying source's where the round affords it."""
         sources = list(self.ctx.sources)
         with phases.run(RoundPhase.PROPOSALS, Price(0, 0.0)):
             candidates = steps.propose(request, steps.free_sources(sources))
         for source in steps.paid_sources(sources):
-            price = self._source_price(source, request)
-            if why := allowance.shortfall(price + self._least_scoring(request, len(candidates) + request.slots)):
+            price = self.prices.source(source, request)
+            if why := allowance.shortfall(price + self.prices.least_scoring(request, len(candidates) + request.slots)):
                 phases.skip(RoundPhase.PROPOSALS, f"{type(source).__name__}: {why}", price)
                 continue
-            before = _Meter(self.budget)
+            before = Meter(self.budget)
             with phases.run(RoundPhase.PROPOSALS, price):
                 candidates += steps.propose(request, [source], candidates)
             if steps.spends(source) == "reflection":
@@ -747,36 +428,13 @@ class Engine:
                 self.pricer.proposed(spent.calls, spent.seconds)
         return candidates
 
-    def _least_scoring(self, request: SourceRequest, candidates: int) -> Price:
-        """Scoring `candidates` on the first rung: what a paying source must leave room for (its own candidates'
-        and those proposed before it)."""
-        local = request.local
-        if local is None or not local.calls or not candidates:
-            return Price(0, 0.0)
-        first = local.calls[:RUNG_CALLS]
-        per = self.pricer.local_calls([(c.prompt, c.response) for c in first], 0, request.predictor)
-        return per.times(candidates)
-
-    def _source_price(self, source: Any, request: SourceRequest) -> Price:
-        kind = steps.spends(source)
-        if kind == "reflection":
-            shown = len(json.dumps(describe(request.evidence)).split()) + len(request.instruction.split()) * 2
-            reply = max(160.0, len(request.instruction.split()) * 1.5 * 1.35)
-            return self.pricer.reflection(request.slots, shown, reply)
-        pool = getattr(source, "pool", ())
-        if kind == "task" and pool and not getattr(source, "pool_results", None):
-            fresh = self.ctx.adapter.unanswered(request.program, pool)
-            per = self.pricer.per_call(self.ctx.predictors[-1] if self.ctx.predictors else "")
-            return Price(len(fresh), None if per is None else len(fresh) * per)
-        return Price(0, 0.0)
-
     def _settings(self, request: SourceRequest, local_set: LocalSet | None, allowance: Allowance,
-                  phases: _Phases) -> list[Candidate]:
+                  phases: Phases) -> list[Candidate]:
         """The settings source's candidates, as many trials as `SETTINGS_SHARE` of the round's left pays for."""
         source = next((s for s in self.ctx.sources if isinstance(s, SettingsSource)), None)
         if source is None or request.settings is None:
             return []
-        trial = self._trial_price(request, local_set)
+        trial = self.prices.trial(request, local_set)
         share = allowance.left()
         trials = source.search.settings_trials
         if trial.calls:
@@ -788,53 +446,6 @@ class Engine:
             return []
         with phases.run(RoundPhase.SETTINGS, trial.times(trials)):
             return steps.settings_candidates(request, source, trials)
-
-    def _trial_price(self, request: SourceRequest, local_set: LocalSet | None) -> Price:
-        """One settings trial: the target's calls that read a training question's evidence, run again (an op
-        without a prompt: the training questions answered again)."""
-        if request.predictor in self.ctx.predictors:
-            calls = len(local_set.calls) + int(local_set.excluded.get("over_max_calls", 0)) if local_set else len(self.ctx.trainset)
-            per = self.pricer.per_call(request.predictor)
-        else:
-            calls = len(self.ctx.training(frozenset()))
-            per = self.pricer.per_call(self.ctx.predictors[-1] if self.ctx.predictors else "")
-        return Price(calls, None if per is None else calls * per)
-
-    def _least_scoring_of(self, chosen: str, planned: steps.Planned) -> Price:
-        """Scoring one candidate for `chosen` on the least the round's objective takes: a first rung of the local set,
-        or the minibatch (`--no-local-objective`)."""
-        per = self.pricer.per_call(chosen if chosen in self.ctx.predictors else self.ctx.predictors[-1])
-        calls = RUNG_CALLS if self.ctx.local is not None else _predictor_ops(planned.evaluation).get(chosen, 0)
-        return Price(calls, None if per is None else calls * per)
-
-    def _least_round(self, chosen: str, reserve: Price) -> Price:
-        """What a round needs to tell anything: its validation, a first rung of a few candidates and the
-        reflection LM's proposals. A round's share is widened to it (the rounds after get less)."""
-        per = self.pricer.per_call(chosen)
-        scoring = Price(3 * RUNG_CALLS, None if per is None else 3 * RUNG_CALLS * per)
-        reflect = self.pricer.per_call("reflection") or per
-        proposals = Price(self.ctx.proposal.candidates,
-                          None if reflect is None else self.ctx.proposal.candidates * reflect)
-        return reserve + scoring + proposals
-
-    def _plan_price(self, program: dspy.Module, minibatch: Sequence[CaseRef]) -> Price:
-        """Tracing the minibatch: its questions this program has not answered yet in this run, and the write path of
-        any conversation the memo has not seen (attribution's own calls are not priced: lineage makes none)."""
-        answer = self.ctx.predictors[-1] if self.ctx.predictors else ""
-        per = self.pricer.per_call(answer)
-        fresh = self.ctx.adapter.unanswered(program, minibatch)
-        return Price(len(fresh), None if per is None else len(fresh) * per) + self._write_price(program, minibatch)
-
-    def _write_price(self, program: dspy.Module, order: Sequence[CaseRef]) -> Price:
-        fresh = {c.conversation_key for c in order if not self.ctx.adapter.knows(c.conversation_key)}
-        if not fresh:
-            return Price(0, 0.0)
-        val_keys = {c.conversation_key for c in self.ctx.valset}
-        writes = [n for n in self.pricer.val_calls if steps.writes_memory(program, n)]
-        per_conversation = sum(self.pricer.val_calls[n] for n in writes) / max(1, len(val_keys))
-        per = [self.pricer.per_call(n) or 0.0 for n in writes]
-        seconds = per_conversation * (sum(per) / len(per) if per else 0.0)
-        return Price(int(per_conversation * len(fresh)), seconds * len(fresh))
 
     def _book(self, number: int, program: dspy.Module) -> ReplyBook:
         """Where the local objective keeps its replies: the study, where workers share the round; else the run's
@@ -857,7 +468,7 @@ class Engine:
             if chosen in ctx.predictors else False
         plan = RoundPlan(
             round=number, minibatch=tuple(c.case_id for c in minibatch), minibatch_score=planned.evaluation.accuracy,
-            minibatch_ops=_predictor_ops(planned.evaluation), blame_counts=planned.targets,
+            minibatch_ops=steps.predictor_ops(planned.evaluation), blame_counts=planned.targets,
             not_fixable=planned.not_fixable, chosen_predictor=chosen,
             previous_instruction=instructions_of(program).get(chosen or ""), candidates=tuple(candidates),
             evidence=describe(evidence) if evidence is not None else {},
@@ -881,7 +492,7 @@ class Engine:
             self.ledger.record(candidate.key(number, parent), attrs, record.val_score)
 
     @staticmethod
-    def _separate_validation(phases: _Phases, priced: Price) -> None:
+    def _separate_validation(phases: Phases, priced: Price) -> None:
         """The candidates' phase less the validations that ran inside it (each is a phase of its own), priced at
         what its scoring was priced at, rung by rung."""
         val, cand = phases.costs.get(RoundPhase.VALIDATION), phases.costs.get(RoundPhase.CANDIDATES)
@@ -1002,21 +613,7 @@ class _NotAfforded(Exception):  # noqa: N818 - a round that cannot afford its va
     """The calls or seconds left cannot carry the round's validation: the run stops before the round."""
 
 
-def _predictor_ops(evaluation: EvalResult) -> dict[str, int]:
-    """Each predictor's op calls in `evaluation`'s traced runs, replayed ones included: what a change to its prompt
-    makes run again."""
-    from memtrace_opt.tracing import OpEvent
-
-    counts = Counter(e.predictor for trace in evaluation.traces.values() for e in trace.events
-                     if isinstance(e, OpEvent) and e.predictor)
-    return dict(counts)
-
-
 def _no_evidence(target: str) -> Any:
     from memtrace_opt.optimizers.core.evidence import ProposalEvidence
 
     return ProposalEvidence(target, target, "")
-
-
-def study_digest(setup: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:10]

@@ -15,6 +15,7 @@ Scoring the candidates and validating them is the choice policy's (`choice.py`).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -44,9 +45,10 @@ from memtrace_opt.optimizers.loop.context import RoundContext
 from memtrace_opt.optimizers.loop.selection import RoundOutcome
 from memtrace_opt.optimizers.sources.base import CandidateSource, SourceRequest
 from memtrace_opt.optimizers.sources.settings_source import SettingsSource
+from memtrace_opt.tracing import OpEvent
 
-__all__ = ["Planned", "confirm_repairs", "local_set", "plan", "propose", "proposed_repairs", "settings_candidates",
-           "spends"]
+__all__ = ["Planned", "confirm_repairs", "local_set", "plan", "propose", "proposed_repairs", "predictor_ops",
+           "settings_candidates", "spends"]
 
 log = logging.getLogger(__name__)
 
@@ -215,3 +217,11 @@ def settings_objective(ctx: RoundContext, number: int, program: dspy.Module, cho
 
 def counts_of(proposed: RepairSet) -> RepairCounts:
     return proposed.counts
+
+
+def predictor_ops(evaluation: EvalResult) -> dict[str, int]:
+    """Each predictor's op calls in `evaluation`'s traced runs, replayed ones included: what a change to its prompt
+    makes run again."""
+    counts = Counter(e.predictor for trace in evaluation.traces.values() for e in trace.events
+                     if isinstance(e, OpEvent) and e.predictor)
+    return dict(counts)

@@ -8,7 +8,7 @@ from optfixtures import BAD_EXTRACT, EXTRACT, make_models
 from memtrace_opt.lm.reply_cache import ReplyCache
 from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer, instructions_of, with_instruction
 from memtrace_opt.optimizers.core.program_io import demos_of
-from memtrace_opt.optimizers.loop.engine import RoundJobs
+from memtrace_opt.optimizers.loop.jobs import RoundJobs
 from memtrace_opt.programs.mem0 import Mem0Config, Mem0Memory
 from memtrace_opt.testing import Skill
 from memtrace_opt.testing.skills import default_skills

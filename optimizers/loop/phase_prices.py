@@ -1,0 +1,117 @@
+"""What each phase of a round costs, priced before it runs (`Price`: LM calls and seconds), from the round's
+context and the run's `Pricer`: the minibatch traced, the write path a conversation the memo has not seen needs,
+confirming the repairs, a paying source's calls, a settings trial, the least a round needs to tell anything."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dspy
+
+from memtrace_opt.optimizers.core.repair import Repair
+from memtrace_opt.optimizers.evaluation.evidence import describe
+from memtrace_opt.optimizers.evaluation.examples import CaseRef
+from memtrace_opt.optimizers.evaluation.local_set import LocalSet
+from memtrace_opt.optimizers.gates.local_objective import LocalObjective
+from memtrace_opt.optimizers.loop import steps
+from memtrace_opt.optimizers.loop.choice import RUNG_CALLS
+from memtrace_opt.optimizers.loop.context import RoundContext
+from memtrace_opt.optimizers.loop.pricing import Price, Pricer
+from memtrace_opt.optimizers.sources.base import SourceRequest
+
+__all__ = ["PhasePrices"]
+
+
+@dataclass
+class PhasePrices:
+    """The prices of a round's phases (module doc)."""
+
+    ctx: RoundContext
+    pricer: Pricer
+
+    def plan(self, program: dspy.Module, minibatch: Sequence[CaseRef]) -> Price:
+        """Tracing the minibatch: its questions this program has not answered yet in this run, and the write path of
+        any conversation the memo has not seen (attribution's own calls are not priced: lineage makes none)."""
+        answer = self.ctx.predictors[-1] if self.ctx.predictors else ""
+        per = self.pricer.per_call(answer)
+        fresh = self.ctx.adapter.unanswered(program, minibatch)
+        return Price(len(fresh), None if per is None else len(fresh) * per) + self.write(program, minibatch)
+
+    def write(self, program: dspy.Module, order: Sequence[CaseRef]) -> Price:
+        fresh = {c.conversation_key for c in order if not self.ctx.adapter.knows(c.conversation_key)}
+        if not fresh:
+            return Price(0, 0.0)
+        val_keys = {c.conversation_key for c in self.ctx.valset}
+        writes = [n for n in self.pricer.val_calls if steps.writes_memory(program, n)]
+        per_conversation = sum(self.pricer.val_calls[n] for n in writes) / max(1, len(val_keys))
+        per = [self.pricer.per_call(n) or 0.0 for n in writes]
+        seconds = per_conversation * (sum(per) / len(per) if per else 0.0)
+        return Price(int(per_conversation * len(fresh)), seconds * len(fresh))
+
+    def repair(self, program: dspy.Module, chosen: str, planned: steps.Planned, repairs: Sequence[Repair],
+                      objective: LocalObjective, first: int) -> Price:
+        price = Price(0, 0.0)
+        cases = planned.evaluation.by_id()
+        for repair in repairs:
+            case = cases.get(repair.case_id)
+            candidate = steps.repair_candidate(program, chosen, repair, f"{case.conversation_key}/{repair.op_id}") \
+                if case is not None else None
+            if candidate is not None:
+                calls = objective.calls_for(candidate, first)
+                price += self.pricer.local_calls([(c.prompt, c.response) for c in calls],
+                                                 objective.head_words(program, candidate), chosen)
+        return price
+
+    def least_scoring(self, request: SourceRequest, candidates: int) -> Price:
+        """Scoring `candidates` on the first rung: what a paying source must leave room for (its own candidates'
+        and those proposed before it)."""
+        local = request.local
+        if local is None or not local.calls or not candidates:
+            return Price(0, 0.0)
+        first = local.calls[:RUNG_CALLS]
+        per = self.pricer.local_calls([(c.prompt, c.response) for c in first], 0, request.predictor)
+        return per.times(candidates)
+
+    def source(self, source: Any, request: SourceRequest) -> Price:
+        kind = steps.spends(source)
+        if kind == "reflection":
+            shown = len(json.dumps(describe(request.evidence)).split()) + len(request.instruction.split()) * 2
+            reply = max(160.0, len(request.instruction.split()) * 1.5 * 1.35)
+            return self.pricer.reflection(request.slots, shown, reply)
+        pool = getattr(source, "pool", ())
+        if kind == "task" and pool and not getattr(source, "pool_results", None):
+            fresh = self.ctx.adapter.unanswered(request.program, pool)
+            per = self.pricer.per_call(self.ctx.predictors[-1] if self.ctx.predictors else "")
+            return Price(len(fresh), None if per is None else len(fresh) * per)
+        return Price(0, 0.0)
+
+    def trial(self, request: SourceRequest, local_set: LocalSet | None) -> Price:
+        """One settings trial: the target's calls that read a training question's evidence, run again (an op
+        without a prompt: the training questions answered again)."""
+        if request.predictor in self.ctx.predictors:
+            calls = len(local_set.calls) + int(local_set.excluded.get("over_max_calls", 0)) if local_set else len(self.ctx.trainset)
+            per = self.pricer.per_call(request.predictor)
+        else:
+            calls = len(self.ctx.training(frozenset()))
+            per = self.pricer.per_call(self.ctx.predictors[-1] if self.ctx.predictors else "")
+        return Price(calls, None if per is None else calls * per)
+
+    def least_scoring_of(self, chosen: str, planned: steps.Planned) -> Price:
+        """Scoring one candidate for `chosen` on the least the round's objective takes: a first rung of the local set,
+        or the minibatch (`--no-local-objective`)."""
+        per = self.pricer.per_call(chosen if chosen in self.ctx.predictors else self.ctx.predictors[-1])
+        calls = RUNG_CALLS if self.ctx.local is not None else steps.predictor_ops(planned.evaluation).get(chosen, 0)
+        return Price(calls, None if per is None else calls * per)
+
+    def least_round(self, chosen: str, reserve: Price) -> Price:
+        """What a round needs to tell anything: its validation, a first rung of a few candidates and the
+        reflection LM's proposals. A round's share is widened to it (the rounds after get less)."""
+        per = self.pricer.per_call(chosen)
+        scoring = Price(3 * RUNG_CALLS, None if per is None else 3 * RUNG_CALLS * per)
+        reflect = self.pricer.per_call("reflection") or per
+        proposals = Price(self.ctx.proposal.candidates,
+                          None if reflect is None else self.ctx.proposal.candidates * reflect)
+        return reserve + scoring + proposals
