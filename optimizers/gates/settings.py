@@ -40,8 +40,10 @@ from memtrace_opt.optimizers.evaluation.cached import CachedEvaluator, EvalResul
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
 from memtrace_opt.optimizers.evaluation.local_set import build_local_set
+from memtrace_opt.optimizers.evaluation.scoped import SCOPED
 from memtrace_opt.optimizers.gates.local_objective import ReplyBook
 from memtrace_opt.optimizers.gates.objective import NetGain
+from memtrace_opt.tracing import OpEvent
 
 __all__ = ["Cost", "ScopeControl", "SettingsGate", "SettingsObjective", "SettingsScore", "program_cost", "target_op"]
 
@@ -172,10 +174,18 @@ class SettingsObjective:
         self.evidence = {dia for case in self.trainset for dia in split_evidence_ids(case.question.evidence)}
         self._seed: tuple[dict[str, bool], Cost] | None = None
         self.seed_program = seed
+        #: each predictor's calls in the seed's scoped run that the scope did not skip (served or live): what a
+        #: trial may run again (`PhasePrices.trial`); filled by `seed()`
+        self.in_scope: dict[str, int] = {}
+
+    @property
+    def seeded(self) -> bool:
+        return self._seed is not None
 
     def seed(self) -> tuple[dict[str, bool], Cost]:
         if self._seed is None:
-            carried, _ = self._carried(self.seed_program)
+            carried, run = self._carried(self.seed_program)
+            self.in_scope = _in_scope(run)
             self._seed = carried, self._cost(self.seed_program)
         return self._seed
 
@@ -192,7 +202,8 @@ class SettingsObjective:
                                  asdict(seed_cost), True)
             self.book.put(key, json.dumps(over.to_dict()))
             return over
-        carried, calls = self._carried(applied)
+        carried, run = self._carried(applied)
+        calls = run.lm_calls
         questions = sorted(seed_carried.keys() | carried.keys())
         now = [carried.get(q, False) for q in questions]
         before = [seed_carried.get(q, False) for q in questions]
@@ -202,9 +213,9 @@ class SettingsObjective:
         self.book.put(key, json.dumps(score.to_dict()))
         return score
 
-    def _carried(self, program: dspy.Module) -> tuple[dict[str, bool], int]:
+    def _carried(self, program: dspy.Module) -> tuple[dict[str, bool], EvalResult]:
         """Per training question with evidence, whether the target carried its needed information in `program`'s
-        scoped run; and the LM calls that run made."""
+        scoped run; and that run."""
         run = self.evaluator.evaluate(program, self.trainset,
                                       wrap=lambda control: ScopeControl(control, self.op_name, self.role, self.evidence))
         if isinstance(target_op(program, self.target), LMOperation):
@@ -214,8 +225,8 @@ class SettingsObjective:
                 for target, ok in zip(call.targets, call.seed_carried, strict=True):
                     carried[target.case_id] = carried.get(target.case_id, False) or ok
             questions = {case.case_id for case in run.cases if case.question.evidence and not case.question.abstention}
-            return {q: carried.get(q, False) for q in questions}, run.lm_calls
-        return _read_path_carried(run, self.op_name), run.lm_calls
+            return {q: carried.get(q, False) for q in questions}, run
+        return _read_path_carried(run, self.op_name), run
 
     def _cost(self, program: dspy.Module) -> Cost:
         return program_cost(program, self.trainset)
@@ -233,6 +244,16 @@ def program_cost(program: dspy.Module, cases: Sequence[CaseRef]) -> Cost:
     per = [len(w.write) + len(w.read()) for w in work.conversations.values()]
     reads = [calls[-1] for w in work.conversations.values() for calls in w.answers.values() if calls]
     return Cost(sum(per) / max(1, len(per)), sum(c.prompt_words for c in reads) / max(1, len(reads)))
+
+
+def _in_scope(run: EvalResult) -> dict[str, int]:
+    """Each predictor's op calls in `run`'s traces that its scoped replay did not skip."""
+    counts: dict[str, int] = {}
+    for trace in run.traces.values():
+        for event in trace.events:
+            if isinstance(event, OpEvent) and event.predictor and event.replayed != SCOPED:
+                counts[event.predictor] = counts.get(event.predictor, 0) + 1
+    return counts
 
 
 def _read_path_carried(run: EvalResult, op_name: str) -> dict[str, bool]:

@@ -49,6 +49,7 @@ from memtrace_opt.optimizers.evaluation.local_set import LocalSet
 from memtrace_opt.optimizers.evaluation.scoped import evidence_scope
 from memtrace_opt.optimizers.gates.local_check import LocalCase, local_cases
 from memtrace_opt.optimizers.gates.local_objective import DictReplyBook, LocalObjective, ReplyBook
+from memtrace_opt.optimizers.gates.settings import SettingsObjective
 from memtrace_opt.optimizers.loop import keys, steps
 from memtrace_opt.optimizers.loop.allowance import Allowance, Meter, Phases
 from memtrace_opt.optimizers.loop.choice import RUNG_CALLS, policy_for
@@ -434,6 +435,14 @@ class Engine:
         source = next((s for s in self.ctx.sources if isinstance(s, SettingsSource)), None)
         if source is None or request.settings is None:
             return []
+        objective = request.settings
+        if isinstance(objective, SettingsObjective) and not objective.seeded:  # what a trial runs is what it ran
+            seed = self.prices.settings_seed(request, objective)
+            if why := allowance.shortfall(seed):
+                phases.skip(RoundPhase.SETTINGS, f"the seed's scoped run: {why}", seed)
+                return []
+            with phases.run(RoundPhase.SETTINGS, seed):
+                objective.seed()
         trial = self.prices.trial(request, local_set)
         share = allowance.left()
         trials = source.search.settings_trials

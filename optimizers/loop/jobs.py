@@ -128,7 +128,7 @@ class RoundJobs:
         return self.allowance.shortfall(price)
 
     def validate(self, candidate: Candidate) -> Validation | Decision:
-        price = self.pricer.validation(self.chosen)
+        price = self.pricer.validation(self.chosen, settings=candidate.sets_settings)
         if self.allowance is not None and (why := self.allowance.shortfall(price, reserved=False, share=False)):
             if not self.cut and not self.validations:  # the budget left cannot validate it: a resumed run does
                 self.cut, self.cut_in = why, RoundPhase.VALIDATION
@@ -186,7 +186,7 @@ class RoundJobs:
             return self._minibatch_job(candidate)
         cases = [c for c in self.ctx.valset if attrs.get("conversation") in (None, c.conversation_key)]
         result = self.ctx.adapter.evaluate(candidate.apply(self.program), cases)
-        self.pricer.validated(self.chosen, result)
+        self.pricer.validated(self.chosen, result, settings=candidate.sets_settings)
         return {"correct": sum(c.correct for c in result.cases), "cases": len(result.cases),
                 "replayed": replayed_ops(result, "full").to_dict()}
 

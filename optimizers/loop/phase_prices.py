@@ -11,11 +11,13 @@ from typing import Any
 
 import dspy
 
+from memtrace_opt.memory import OpRole
 from memtrace_opt.optimizers.core.repair import Repair
 from memtrace_opt.optimizers.evaluation.evidence import describe
 from memtrace_opt.optimizers.evaluation.examples import CaseRef
 from memtrace_opt.optimizers.evaluation.local_set import LocalSet
 from memtrace_opt.optimizers.gates.local_objective import LocalObjective
+from memtrace_opt.optimizers.gates.settings import SettingsObjective
 from memtrace_opt.optimizers.loop import steps
 from memtrace_opt.optimizers.loop.choice import RUNG_CALLS
 from memtrace_opt.optimizers.loop.context import RoundContext
@@ -88,10 +90,31 @@ class PhasePrices:
             return Price(len(fresh), None if per is None else len(fresh) * per)
         return Price(0, 0.0)
 
+    def settings_seed(self, request: SourceRequest, objective: SettingsObjective) -> Price:
+        """The seed's own scoped run, which the settings objective scores every trial against: the write path of a
+        training conversation the memo has not seen, and (a target that reads memory or answers) the training
+        questions not answered yet."""
+        price = self.write(request.program, objective.trainset)
+        if objective.role in (OpRole.FORMS, OpRole.UPDATES, OpRole.DELETES):
+            return price
+        per = self.pricer.per_call(self.ctx.predictors[-1] if self.ctx.predictors else "")
+        fresh = self.ctx.adapter.unanswered(request.program, objective.trainset)
+        return price + Price(len(fresh), None if per is None else len(fresh) * per)
+
     def trial(self, request: SourceRequest, local_set: LocalSet | None) -> Price:
-        """One settings trial: the target's calls that read a training question's evidence, run again (an op
-        without a prompt: the training questions answered again)."""
-        if request.predictor in self.ctx.predictors:
+        """One settings trial: the calls the seed's scoped run made in scope (`SettingsObjective.in_scope`, served
+        or live) of the target's predictor and of those after it, which a setting changes what they are given (the
+        predictors before it are served). Before the seed has run: the target's calls that read a training
+        question's evidence; for an op without a prompt, the training questions answered again."""
+        scope = getattr(request.settings, "in_scope", None) or {}
+        predictors = list(self.ctx.predictors)
+        if request.predictor in predictors and scope:
+            price = Price(0, 0.0)
+            for name in predictors[predictors.index(request.predictor):]:
+                count, per = scope.get(name, 0), self.pricer.per_call(name)
+                price += Price(count, None if per is None else count * per)
+            return price
+        if request.predictor in predictors:
             calls = len(local_set.calls) + int(local_set.excluded.get("over_max_calls", 0)) if local_set else len(self.ctx.trainset)
             per = self.pricer.per_call(request.predictor)
         else:

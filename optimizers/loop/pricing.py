@@ -13,7 +13,8 @@ slower than the rates say), and without rates the watched calls' mean seconds pr
     pricer.validated("extract.predict", run)       # what a validation re-ran: the next one is priced by it
 
 A validation after a change to predictor P re-runs P's calls and those of the predictors after it whose inputs
-changed: `downstream_share` of their calls, 0.7 until a validation of this run has shown the real share.
+changed: `downstream_share` of their calls, 0.7 until a validation of this run has shown the real share. A change
+to an op's settings changes what each of its calls is given, so every later call runs again: all of them.
 """
 
 from __future__ import annotations
@@ -134,9 +135,12 @@ class Pricer:
                                         int(data.get("prompt_tokens", 0)), int(data.get("completion_tokens", 0)))
         self.val_calls = {name: int(val_calls.get(name, 0)) for name in self.order}
 
-    def validated(self, predictor: str, run: EvalResult) -> None:
+    def validated(self, predictor: str, run: EvalResult, *, settings: bool = False) -> None:
         """What a validation after a change to `predictor` re-ran of the later predictors: their share of the
-        seed's valset calls prices the next validation."""
+        seed's valset calls prices the next validation (of a prompt: `settings` re-runs them all, module doc)."""
+        if settings:
+            self.watch(run)
+            return
         later = self._later(predictor)
         seed = sum(self.val_calls.get(name, 0) for name in later)
         if not seed:
@@ -173,9 +177,10 @@ class Pricer:
             seconds += call
         return Price(len(prompts), seconds)
 
-    def validation(self, predictor: str) -> Price:
-        """A validation after a change to `predictor` (module doc); every predictor's calls when it is none of the
-        program's (a setting of an op without a prompt changes what all of them read)."""
+    def validation(self, predictor: str, *, settings: bool = False) -> Price:
+        """A validation after a change to `predictor`'s prompt, or to its op's `settings` (module doc); every
+        predictor's calls when it is none of the program's (a setting of an op without a prompt changes what all of
+        them read)."""
         if not self.val_calls:
             return Price(0, None)
         later = self._later(predictor)
@@ -184,7 +189,7 @@ class Pricer:
         for name in own:
             price += self._seed_calls(name)
         for name in later:
-            price += self._seed_calls(name).times(self.downstream_share)
+            price += self._seed_calls(name).times(1.0 if settings else self.downstream_share)
         return price
 
     def reflection(self, slots: int, prompt_words: int, reply_tokens: float) -> Price:

@@ -227,7 +227,7 @@ def test_a_shared_run_cut_by_its_budget_resumes_with_a_larger_one(tmp_path, plan
     from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer
     from memtrace_opt.optimizers.loop.pricing import Price, Pricer
 
-    monkeypatch.setattr(Pricer, "validation", lambda self, predictor: Price(0, 0.0))
+    monkeypatch.setattr(Pricer, "validation", lambda self, predictor, **_: Price(0, 0.0))
 
     storage = f"sqlite:///{tmp_path / 'study.db'}"
 

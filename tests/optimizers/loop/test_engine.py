@@ -6,6 +6,7 @@ is priced at one second, so what the round can afford is the same on every machi
 from __future__ import annotations
 
 import json
+import math
 
 import dspy
 import pytest
@@ -20,7 +21,7 @@ from memtrace_opt.optimizers.core.candidate import Candidate
 from memtrace_opt.optimizers.core.decision import Decision, Status
 from memtrace_opt.optimizers.gates.local_objective import LocalScore
 from memtrace_opt.optimizers.loop.choice import RUNG_CALLS, LocalSearch, Validation
-from memtrace_opt.optimizers.loop.pricing import Price, Pricer
+from memtrace_opt.optimizers.loop.pricing import DOWNSTREAM_SHARE, CallStat, Price, Pricer
 from memtrace_opt.programs.mem0 import UpdateDecision
 from memtrace_opt.testing import FakeEngine, FakeReply, Skill
 from memtrace_opt.testing.skills import default_skills
@@ -183,3 +184,13 @@ def test_two_rows_from_one_snapshot_score_the_seed_identically_with_no_live_call
     written = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert [row["lm_calls"] for row in written["rows"]] == [0, 0]
     assert (tmp_path / "cmp" / "replies" / "warm-up.sqlite").is_file()
+
+
+def test_a_validation_after_a_settings_change_prices_every_later_call():
+    pricer = Pricer(order=["a.predict", "b.predict", "c.predict"], val_calls={"a.predict": 4, "b.predict": 10,
+                                                                               "c.predict": 20})
+    pricer.own = {name: CallStat(1, 2.0) for name in pricer.order}
+    prompt = pricer.validation("b.predict")
+    settings = pricer.validation("b.predict", settings=True)
+    assert prompt.calls == 10 + math.ceil(20 * DOWNSTREAM_SHARE)  # a prompt's change: a share of the later calls
+    assert settings == Price(30, 60.0)  # its op's settings: what every later call is given changes

@@ -137,7 +137,7 @@ def mispriced(monkeypatch) -> None:
     one way a round the engine started is cut by the LM-call budget)."""
     from memtrace_opt.optimizers.loop.pricing import Price, Pricer
 
-    monkeypatch.setattr(Pricer, "validation", lambda self, predictor: Price(0, 0.0))
+    monkeypatch.setattr(Pricer, "validation", lambda self, predictor, **_: Price(0, 0.0))
 
 
 def test_a_round_cut_short_by_the_budget_shows_how_far_it_got(fake_models, planted, examples, monkeypatch):

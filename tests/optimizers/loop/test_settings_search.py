@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
-from optfixtures import EXTRACT, FIXED, make_models
+from optfixtures import ANSWER, EXTRACT, FIXED, make_models
 
 from memtrace_opt.optimizers import (
     LoopSettings,
@@ -21,6 +23,7 @@ from memtrace_opt.optimizers.gates.settings import SettingsGate, SettingsObjecti
 from memtrace_opt.programs.mem0 import Mem0Config, Mem0Memory
 from memtrace_opt.testing import Skill
 from memtrace_opt.testing.skills import default_skills
+from memtrace_opt.tracing import OpEvent
 
 CAPACITY = 2  # facts an extraction call writes at most, whatever its instruction says: a small model's limit
 
@@ -150,3 +153,29 @@ def test_settings_over_the_cost_limit_cost_no_trial(wide, examples, tmp_path, mo
     assert over and all(t.params["window_turns"] < 4 for t in over)  # more calls than the seed's, priced only
     assert len(trials) - len(over) == 2  # two settings scored, however many were priced first
     assert all(w > 4 for w in scored if w != 4) and len(scored) <= 2  # only settings within the limit ran live
+
+
+def test_the_seeds_scoped_run_says_what_a_trial_may_run_again(wide, examples):
+    models, engine = make_models()
+    with_limited_extractor(engine)
+    evaluator = CachedEvaluator(AnswerMetric(), task_lm=models.task)
+    objective = SettingsObjective(EXTRACT, evaluator, case_refs(examples), wide, DictReplyBook())
+    assert not objective.seeded and objective.in_scope == {}
+    objective.seed()
+    full = evaluator.evaluate(wide, case_refs(examples))
+    every = Counter(e.predictor for t in full.traces.values() for e in t.events if isinstance(e, OpEvent) and e.predictor)
+    assert objective.seeded and set(objective.in_scope) == {EXTRACT}  # the answers are skipped for an extractor
+    assert 0 < objective.in_scope[EXTRACT] <= every[EXTRACT] and every[ANSWER] > 0
+
+
+def test_a_settings_trial_is_priced_by_what_the_seeds_scoped_run_ran(wide, examples):
+    models, engine = make_models(reflection=useless)
+    with_limited_extractor(engine)
+    opt = loop(models, settings_trials=2)
+    opt.compile(wide, trainset=examples, valset=examples)
+    first = opt.result.rounds[0]
+    phase = next(p for p in first.phases if p.phase.value == "settings")
+    tried = [c for c in first.candidates if c.origin == "settings"]
+    assert tried and phase.estimated_calls > 0
+    # two trials and the seed's run, each priced by the calls the seed's scoped run made in scope
+    assert phase.calls + phase.cached <= phase.estimated_calls
