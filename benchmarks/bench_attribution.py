@@ -209,7 +209,8 @@ def evaluate(args: argparse.Namespace, models: Models, methods: list[str], save:
     config = AttributionConfig(embedder=args.embedder, max_lm_calls=args.max_calls, confirm=not args.no_confirm,
                                judge_evidence=args.judge_evidence)
     loaded = [(name, args.out / name) for name, *_ in parts(args) if (args.out / name / "cases.jsonl").exists()]
-    every = [c for _, root in loaded for c in load_bench(root)[1]]
+    systems = set(args.systems.split(","))  # a labelled split holds every system's cases: keep those asked for
+    every = [c for _, root in loaded for c in load_bench(root)[1] if c.system in systems]
     cases = pick(every, args.max_cases)
     chosen = {c.case_id for c in cases}
     results: dict[str, Any] = {"cases": len(cases), "case_ids": sorted(chosen), "methods": {}}
@@ -344,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --judge-lm: also ask the judge whether the gold evidence turns say the gold answer, "
                              "a GoldError when they do not (off by default: a small judge reads an answer the turns "
                              "imply as not said)")
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--systems", default=",".join(SYSTEMS),
+                        help="the systems whose cases are built and scored (of a labelled split, those kept)")
     parser.add_argument("--methods", default=",".join(method_names()))
     parser.add_argument("--data", choices=("shared", "sample"), default="shared",
                         help="shared: LoCoMo + LongMemEval slices; sample: the packaged sample (for dry runs)")

@@ -221,3 +221,12 @@ def test_case_ticker_prints_every_fifth_case_the_last_and_any_slow_one(capsys: p
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["  [test] graphtrace 3/7 (95 s since the last line)", "  [test] graphtrace 5/7",
                      "  [test] graphtrace 7/7"]
+
+
+def test_systems_keeps_only_their_cases_of_a_labelled_split(tmp_path):
+    split = _human_split(tmp_path)  # three mem0 cases
+    for systems, cases in (("rag,evermemos", 0), ("mem0", 3)):
+        out = tmp_path / f"attr-{cases}"
+        main(["--lm", "fake", "--split", "dev", "--split-dir", str(split), "--embedder", "hash", "--methods",
+              "lineage", "--systems", systems, "--out", str(out)])
+        assert json.loads((out / "results.json").read_text())["cases"] == cases
