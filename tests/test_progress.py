@@ -151,6 +151,25 @@ def test_the_meter_counts_calls_since_watched_and_measures_the_eta():
     assert "10 LM calls" in status.line() and "ETA 2:30" in status.line()
 
 
+
+def test_a_second_estimate_is_measured_from_when_it_was_given():
+    clock, usage = FakeClock(), UsageTracker()
+    meter = progress.Meter(clock)
+    meter.watch(usage)
+    meter.expect(progress.Expected(seconds=60.0, lm_calls=6))  # the first part: done in 6 calls, 60 s
+    for _ in range(6):
+        usage.record("task", prompt_tokens=100, completion_tokens=10)
+    clock.now += 60.0
+    meter.expect(progress.Expected(seconds=300.0, lm_calls=10))  # the second part
+    assert meter.status().eta == 300.0  # nothing of this part measured yet: its whole estimate
+    for _ in range(4):
+        usage.record("task", prompt_tokens=100, completion_tokens=10)
+    clock.now += 40.0
+    status = meter.status()
+    assert status.lm_calls == 10 and status.elapsed == 100.0  # the job's totals
+    assert status.eta == pytest.approx(6 * 10.0)  # this part's 6 calls left at its own 10 s a call
+
+
 # the reporters --------------------------------------------------------------------------------------------
 def test_for_stderr_picks_the_display(monkeypatch: pytest.MonkeyPatch):
     assert isinstance(progress.for_stderr(quiet=True), progress.NullReporter)

@@ -125,6 +125,7 @@ class Meter:
         self._base: dict[int, tuple[int, int, int]] = {}  # what each tracker held when watched
         self._samples: deque[tuple[float, int]] = deque()
         self.expected: Expected | None = None
+        self._expected_at: tuple[float, int] = (self.started, 0)  # the clock and the calls when it was given
 
     def watch(self, source: UsageSource) -> None:
         with self._lock:
@@ -133,6 +134,9 @@ class Meter:
                 self._base[id(source)] = _totals([source])
 
     def expect(self, expected: Expected | None) -> None:
+        """The estimate of the work from now on: the ETA measures the time and calls since (a job that runs
+        several estimated parts in turn, as a benchmark running one system after another, gives each its own)."""
+        self._expected_at = (self.clock(), self.usage()[0])
         self.expected = expected
 
     def usage(self) -> tuple[int, int, int]:
@@ -154,8 +158,9 @@ class Meter:
             first_t, first_tokens = self._samples[0] if now - self.started >= self.WINDOW else (self.started, 0)
         rate = (tokens - first_tokens) / (now - first_t) if now - first_t >= 1.0 and calls else None
         elapsed = now - self.started
-        expected = self.expected
-        return Status(elapsed, calls, prompt, completion, rate, _eta(expected, calls, elapsed),
+        expected, (expected_t, expected_calls) = self.expected, self._expected_at
+        return Status(elapsed, calls, prompt, completion, rate,
+                      _eta(expected, calls - expected_calls, now - expected_t),
                       expected.seconds if expected is not None else None)
 
 
@@ -170,8 +175,8 @@ def _totals(sources: Sequence[UsageSource]) -> tuple[int, int, int]:
 
 
 def _eta(expected: Expected | None, calls: int, elapsed: float) -> float | None:
-    """Seconds left: the calls the estimate still expects at the pace measured so far, once there is a pace to
-    measure (a twentieth of the calls, ten seconds); before that, the estimate less the time spent."""
+    """Seconds left: the calls the estimate still expects at the pace measured since it was given, once there is
+    a pace to measure (a twentieth of the calls, ten seconds); before that, the estimate less the time spent."""
     if expected is None:
         return None
     if expected.lm_calls and calls >= max(1, expected.lm_calls // 20) and elapsed >= 10.0:
