@@ -3,7 +3,8 @@
 optimize = the baseline (the valset run) + the rounds, each: the minibatch traced, its failures attributed (an
 LM method), K proposals from the reflection LM, K + 1 candidates on the minibatch and up to two validations, all
 capped by the LM-call budget and the time budget (both count the baseline) + the held-out test (the student and
-the optimized program). compare = the warm-up (every conversation memorized, the student tested) + per optimizer
+the optimized program). compare = the warm-up (every conversation memorized, every question of every split
+answered: the seed's answers each row starts from) + per optimizer
 its budget in calls (at the dry run's seconds per call) capped by its time budget, and its held-out test.
 Which predictor a round rewrites is not known before it runs: a candidate costs the mean over the program's LM
 operations of what changing that one re-runs (a write-path operation: the write path and every answer; a
@@ -135,9 +136,8 @@ def compare_estimate(work: Work, splits: Any, optimizers: Sequence[str], rates: 
     costs = _Costs(work, rates, judge)
     everything = [*splits.train, *splits.val, *splits.test]
     test = list(splits.test)
-    warm = costs.cost(work.write(_ids(everything))) + costs.run(test)
-    calls = costs.run(everything, _ids(everything))
-    row = calls * (budget / calls.calls) if calls.calls else Cost()
+    warm = costs.run(everything, _ids(everything))  # every conversation memorized, every question answered
+    row = warm * (budget / warm.calls) if warm.calls else Cost()
     if time_budget is not None and row.seconds > time_budget:
         row = row * (time_budget / row.seconds)
     parts = {"warm-up": warm, **{name: row + costs.rerun(test) for name in optimizers}}

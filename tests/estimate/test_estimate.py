@@ -133,6 +133,9 @@ def test_compare_costs_the_warm_up_and_each_optimizer_at_its_budget(sample):
     estimate = compare_estimate(work, splits, ["memtrace", "gepa"], RATES, budget=20, time_budget=None, judge=False)
     assert list(estimate.parts) == ["warm-up", "memtrace", "gepa"]
     assert estimate.parts["memtrace"] == estimate.parts["gepa"] > 0
+    everything = [*splits.train, *splits.val, *splits.test]
+    answered = Cost.of([*work.write(list(work.conversations)), *work.read(everything)], RATES)
+    assert estimate.parts["warm-up"] == pytest.approx(answered.seconds)  # train and validation answered too
     capped = compare_estimate(work, splits, ["memtrace"], RATES, budget=20, time_budget=1.0, judge=False)
     assert capped.parts["memtrace"] < estimate.parts["memtrace"]
 
