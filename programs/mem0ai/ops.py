@@ -50,28 +50,38 @@ log = logging.getLogger(__name__)
 ADDITIVE_SEED = "Extract the memories as the extraction prompt says."
 
 
-def _field(reply: str, key: str) -> Any:
-    """`key` of a reply parsed as Mem0 parses it (code fences removed, then JSON, else the JSON found inside it);
-    None where Mem0 finds nothing: an empty reply, no JSON object, no such key."""
+def _read(reply: str, key: str) -> tuple[Any, str | None]:
+    """`key` of a reply parsed as Mem0 parses it (code fences removed, then JSON, else the JSON found inside it),
+    and None with why where Mem0 finds nothing: an empty reply, no JSON object, no such key."""
     from mem0.memory.utils import extract_json, remove_code_blocks
 
+    text = reply
     try:
         text = remove_code_blocks(reply)
         if not text or not text.strip():
-            return None
+            return None, "the reply is empty"
         try:
             parsed = json.loads(text, strict=False)
         except json.JSONDecodeError:
             parsed = json.loads(extract_json(reply), strict=False)
-        return parsed.get(key) if isinstance(parsed, dict) else None
     except Exception:  # noqa: BLE001 - Mem0 takes a reply it cannot parse as nothing
-        return None
+        return None, "the reply is not JSON" + (" (it ends before its JSON closes, as a reply cut at the reply cap "
+                                                 "does)" if "{" in text and not text.rstrip().endswith("}") else "")
+    if not isinstance(parsed, dict) or key not in parsed:
+        return None, f'the reply has no "{key}"'
+    return parsed[key], None
+
+
+def _field(reply: str, key: str) -> Any:
+    """`key` of a reply as Mem0 reads it; None where Mem0 finds nothing (`_read`)."""
+    return _read(reply, key)[0]
 
 
 class Mem0Call(LMOperation):
     """One LLM call of Mem0 (module docstring). Subclasses set the op, its Signature, `config_key` and `parse`."""
 
     config_key: ClassVar[str]
+    reply_key: ClassVar[str]  # what Mem0 reads from the reply's JSON
     adapter_prompt = False  # Mem0 builds the prompt: no gate can re-render a recorded call under another instruction
 
     def __init__(self, seed: str, max_tokens: int) -> None:
@@ -112,7 +122,18 @@ class Mem0Call(LMOperation):
                             "model more context, for the embedded one `extra: {n_ctx: 16384}`)")
             log.warning("%s", message)
             return dspy.Prediction(reply="", **self.parse(""), error=message)
-        return dspy.Prediction(reply=reply, **self.parse(reply), error=None)
+        return dspy.Prediction(reply=reply, **self.parse(reply), error=self.unread(reply))
+
+    def unread(self, reply: str) -> str | None:
+        """Why Mem0 takes nothing from a reply it was given, or None when it reads it. Mem0 drops such a reply without
+        a word; the trace records it as the call's error (a counted op failure), while the call stays the op that
+        formed nothing: attribution blames it like any other reply, and a rewrite of its prompt can fix it."""
+        _, why = _read(reply, self.reply_key)
+        if why is None:
+            return None
+        message = f"{self.op_name}: Mem0 reads nothing from this reply ({why}; {len(reply)} characters)"
+        log.warning("%s", message)
+        return message
 
     def _ask(self, messages: list[dict[str, Any]]) -> str:
         lm = dspy.settings.lm
@@ -142,6 +163,7 @@ class AdditiveExtract(Mem0Call):
     role = OpRole.FORMS
     signature = AdditiveExtraction
     config_key = "custom_instructions"
+    reply_key = "memory"
 
     def mem0_value(self, default: str | None = None) -> str | None:
         """The custom instructions: the instruction without its seed line; None when nothing else is left."""
@@ -176,6 +198,7 @@ class ClassicExtractFacts(Mem0Call):
     role = OpRole.FORMS
     signature = FactExtraction
     config_key = "custom_fact_extraction_prompt"
+    reply_key = "facts"
 
     def parse(self, reply: str) -> dict[str, Any]:
         from mem0.memory.utils import normalize_facts
@@ -205,6 +228,7 @@ class ClassicUpdateDecision(Mem0Call):
     role = OpRole.UPDATES
     signature = MemoryUpdateDecision
     config_key = "custom_update_memory_prompt"
+    reply_key = "memory"
 
     def parse(self, reply: str) -> dict[str, Any]:
         """`memory_actions`: the action objects as the LM wrote them (ids are positions in the memories shown)."""

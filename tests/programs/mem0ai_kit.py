@@ -39,13 +39,18 @@ class KeptMemory(Mem0aiMemory):
 def planted_skills(call: str, edit: Edit) -> list[Skill]:
     """The default skills, with the reply of Mem0's `call` ("mem0ai.extract", "mem0ai.update_decision") passed
     through `edit` (its list of memory objects)."""
+    return planted_replies(call, lambda text: json.dumps({"memory": edit(json.loads(text)["memory"])}))
+
+
+def planted_replies(call: str, edit: Callable[[str], str]) -> list[Skill]:
+    """The default skills, with the reply text of Mem0's `call` passed through `edit`."""
     skill = next(s for s in mem0_skills() if s.name == call)
 
     def planted(request: FakeCall) -> dict:
         try:
             skill.fn(request)
         except FakeReply as reply:
-            raise FakeReply(json.dumps({"memory": edit(json.loads(reply.text)["memory"])})) from None
+            raise FakeReply(edit(reply.text)) from None
         raise AssertionError(f"the {call} skill always replies raw")
 
     return [Skill((), planted, name=skill.name, when=skill.when), *default_skills()]

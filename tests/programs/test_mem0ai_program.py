@@ -8,7 +8,7 @@ import uuid
 
 import dspy
 import pytest
-from mem0ai_kit import KeptMemory, blamed, planted_skills, without
+from mem0ai_kit import KeptMemory, blamed, planted_replies, planted_skills, without
 from required import need_mem0ai
 
 from memtrace_opt.cli import main
@@ -74,6 +74,24 @@ def test_a_planted_extraction_failure_is_blamed_on_mem0s_extraction_call(tmp_pat
     dog, graph = blamed(tmp_path / "run", planted_skills("mem0ai.extract", without("Biscuit")), DOG)
     assert (dog.error_type, dog.op, dog.predictor) == ("ExtractionError", "mem0ai.extract", "extract.predict")
     assert "Biscuit" in graph.nodes[dog.op_id]["inputs"]["messages"][1]["content"]  # it was shown the turn
+
+
+def test_a_reply_mem0_cannot_read_is_a_counted_op_failure_still_blamed_on_the_extraction(tmp_path):
+    # the reply about the dog stops mid-JSON, as a reply cut at the reply cap does: Mem0 stores nothing from it
+    def cut(text: str) -> str:
+        return text[: text.index("Biscuit")] if "Biscuit" in text else text
+
+    out = tmp_path / "run"
+    dog, graph = blamed(out, planted_replies("mem0ai.extract", cut), DOG)
+    assert (dog.error_type, dog.op, dog.predictor) == ("ExtractionError", "mem0ai.extract", "extract.predict")
+    error = graph.nodes[dog.op_id]["error"]
+    assert "Mem0 reads nothing from this reply" in error and "ends before its JSON closes" in error
+    extracts = [a for a in graph.nodes.values() if a.get("op") == "mem0ai.extract"]
+    cut_ones = [a for a in extracts if not a["lm_calls"][0]["response"].endswith("}")]
+    assert cut_ones and [a for a in extracts if a.get("error")] == cut_ones  # the replies that parse have no error
+    assert not [a for a in graph.nodes.values() if a.get("vtype") == "memory" and "Biscuit" in a["value"]]
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["counts"]["op_failures"] == len(cut_ones)
 
 
 def test_a_duplicate_mem0_drops_is_recorded_on_the_add_that_dropped_it(sample):
