@@ -8,14 +8,19 @@ repair re-run, a validation a later row of a comparison repeats).
 
     cache = ReplyCache(run_dir / "replies.sqlite")       # persistent: a resumed run pays nothing twice
     models.use_replies(cache)                              # every role's LM serves and feeds it
-    row = cache.layered(out / "rows" / "gepa.sqlite")      # a comparison row: the warm-up's replies, read only,
-                                                           # under the row's own (no row sees another's)
+    row = cache.layered(out / "rows" / "gepa.sqlite",      # a comparison row: the warm-up's replies, read only,
+                        carried=True)                      # under the row's own (no row sees another's)
     cache.stats()                                          # hits, misses, stored
 
 A reply served from the cache reaches no model: the usage tracker counts it as a cache hit, the LM-call budget
 does not count it, and the trace records the call with `cached: true` and the original call's tokens. A cache is
 thread-safe; its SQLite file is written through on every new reply, so a killed run keeps what it paid for.
 Failed calls are never stored.
+
+A cache opened with `carried=True` holds work an earlier sitting paid for (a comparison row cut before it
+finished): each reply its file already holds is charged once more, as a live call with the tokens it cost then,
+the first time this sitting is served it (`charge`). So a row resumed across sittings spends its budget as it
+would have in one, instead of getting its earlier calls for free.
 """
 
 from __future__ import annotations
@@ -79,7 +84,8 @@ class ReplyCache:
     """Replies by request key (module doc). `path`: a SQLite file that keeps them (None: memory only); `base`: a
     cache read beneath this one and never written (the snapshot a comparison's rows share)."""
 
-    def __init__(self, path: str | Path | None = None, *, base: ReplyCache | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, *, base: ReplyCache | None = None,
+                 carried: bool = False) -> None:
         self.path = Path(path) if path is not None else None
         self.base = base
         self._lock = threading.Lock()
@@ -95,6 +101,7 @@ class ReplyCache:
                     self._replies[key] = CachedReply.from_json(text)
                 except (ValueError, TypeError):  # a damaged row is a miss, never a crash
                     continue
+        self._carried = set(self._replies) if carried else set()
 
     def get(self, key: str) -> CachedReply | None:
         """The reply stored for `key` (here, else in the base), counted as a hit or a miss."""
@@ -108,6 +115,20 @@ class ReplyCache:
             else:
                 self._hits += 1
         return found
+
+    def charge(self, key: str) -> bool:
+        """Whether serving `key` now is charged as a live call: a reply an earlier sitting paid for (`carried`),
+        served for the first time in this one (module doc). Asked once per served reply."""
+        with self._lock:
+            if key in self._carried:
+                self._carried.discard(key)
+                return True
+            return False
+
+    def carried_seconds(self) -> float:
+        """The model time the earlier sittings spent on the replies not yet charged again (`carried`)."""
+        with self._lock:
+            return sum(self._replies[key].seconds for key in self._carried)
 
     def peek(self, key: str) -> CachedReply | None:
         """`get` without counting: whether a request would be served (pricing work before it runs)."""
@@ -124,10 +145,11 @@ class ReplyCache:
             if self._db is not None:
                 self._db.execute("INSERT OR IGNORE INTO replies (key, reply) VALUES (?, ?)", (key, reply.to_json()))
 
-    def layered(self, path: str | Path | None = None) -> ReplyCache:
+    def layered(self, path: str | Path | None = None, *, carried: bool = False) -> ReplyCache:
         """A cache over this one: it reads this cache's replies (and what this cache gets later: a snapshot is
-        taken by not writing to this one again) and keeps its own new replies apart, in `path` if given."""
-        return ReplyCache(path, base=self)
+        taken by not writing to this one again) and keeps its own new replies apart, in `path` if given;
+        `carried`: what `path` already holds is charged again (module doc), never what this cache serves."""
+        return ReplyCache(path, base=self, carried=carried)
 
     def stats(self) -> CacheStats:
         with self._lock:

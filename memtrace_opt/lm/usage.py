@@ -145,7 +145,7 @@ class RoleLM(dspy.LM):
         key = request_key(self.cache_identity, prompt, messages, {**self.kwargs, **kwargs})
         hit = cache.get(key)
         if hit is not None:
-            return self._served(prompt=prompt, messages=messages, _reply=hit, **kwargs)
+            return self._served(prompt=prompt, messages=messages, _reply=hit, _charged=cache.charge(key), **kwargs)
         capture, started = self._capture(), time.perf_counter()
         outputs = self._live(prompt, messages, kwargs, capture)
         cache.put(key, CachedReply(tuple(outputs or ()), capture.prompt_tokens, capture.completion_tokens,
@@ -156,8 +156,8 @@ class RoleLM(dspy.LM):
         cache = self.reply_cache
         key = request_key(self.cache_identity, prompt, messages, {**self.kwargs, **kwargs}) if cache else ""
         hit = cache.get(key) if cache is not None else None
-        if hit is not None:
-            return self._served(prompt=prompt, messages=messages, _reply=hit, **kwargs)
+        if hit is not None and cache is not None:
+            return self._served(prompt=prompt, messages=messages, _reply=hit, _charged=cache.charge(key), **kwargs)
         capture, started, failed = self._capture(), time.perf_counter(), True
         try:
             with dspy.settings.context(usage_tracker=capture):
@@ -188,8 +188,10 @@ class RoleLM(dspy.LM):
     @with_callbacks
     def _served(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> list[Any]:
         """A reply from the reply cache, as a call: the callbacks see it (a trace records it, `cached`), the
-        history holds it with the original call's tokens, and `usage` counts it as a cache hit."""
+        history holds it with the original call's tokens, and `usage` counts it as a cache hit; `_charged` (a reply
+        an earlier sitting paid for, `ReplyCache.charge`): as a live call, with what it cost then."""
         reply: CachedReply = kwargs.pop("_reply")
+        charged: bool = kwargs.pop("_charged", False)
         outputs = [dict(o) if isinstance(o, dict) else o for o in reply.outputs]
         if not dspy.settings.disable_history:
             self.update_history({
@@ -198,7 +200,11 @@ class RoleLM(dspy.LM):
                                      "completion_tokens": reply.completion_tokens}),
                 "cost": None, "model": self.model, "model_type": self.model_type,
             })
-        self.usage.record(self.role, cached=True)
+        if charged:
+            self.usage.record(self.role, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                              seconds=reply.seconds)
+        else:
+            self.usage.record(self.role, cached=True)
         return outputs
 
     @property

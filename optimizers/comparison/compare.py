@@ -21,7 +21,9 @@ whose compare.json was written with the same system, data, splits, budgets, loop
 keeps those rows and runs only the optimizers that have none (or ended in an error); the rows of optimizers not
 asked this time stay in the table, after the others. The warm-up's replies are kept in `replies/warm-up.sqlite`
 beside compare.json and each row's own in `replies/ROW.sqlite`, so a resumed run memorizes the conversations again
-without the model, and a row run again pays for no reply it had.
+without the model, and a row cut before it finished is run again without the model up to where it was cut: each
+reply it had is charged to its budget once more (as a live call), so the row spends what it would have in one
+sitting.
 
 Optimizer names: memtrace (our loop with `attribution`), blame_response (our loop, every failure blamed on the
 answer op: optimizing without attribution), the ablations of our loop that differ only in how a round's
@@ -40,7 +42,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +144,8 @@ class CompareRow:
     estimated_seconds: float | None = None  # what the estimate at the start said `seconds` would be (None: none made)
     settings_changed: dict[str, list[Any]] = field(default_factory=dict)  # setting -> [seed's, optimized]
     cost: dict[str, float] = field(default_factory=dict)  # the program's cost on the held-out conversations, and the seed's
+    earlier_seconds: float = 0.0  # model time earlier sittings spent on a row they did not finish: in `seconds` and
+    # taken off the time limit (the replies they paid for, `ReplyCache.carried_seconds`)
 
     def changed_label(self) -> str:
         """The table's `changed` cell: each changed predictor, with its demo count where its demos changed, and
@@ -360,9 +364,10 @@ def _resumed_rows(out: Path, setting: dict[str, Any]) -> list[CompareRow]:
 
 
 def _replies(out: Path, name: str, base: ReplyCache | None = None) -> ReplyCache:
-    """The reply cache of the warm-up (`name` "warm-up") or of one row, over the warm-up's (`base`), in `out`."""
+    """The reply cache of the warm-up (`name` "warm-up") or of one row, over the warm-up's (`base`), in `out`. A row's
+    replies kept by an earlier sitting that did not finish it are charged to its budget again (`carried`)."""
     path = out / "replies" / f"{name}.sqlite"
-    return ReplyCache(path) if base is None else base.layered(path)
+    return ReplyCache(path) if base is None else base.layered(path, carried=True)
 
 
 def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
@@ -415,8 +420,10 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
             rows.append(done[name])
             continue
         progress.stage(f"{name} ({number}/{len(request.optimizers)})", level=1)
-        models.use_replies(_replies(out, name, warm))  # the warm-up's snapshot under the row's own replies
-        row = _row(name, request, student, train, val, models, context, metric, tester, test_cases, before, out)
+        replies = _replies(out, name, warm)  # the warm-up's snapshot under the row's own replies
+        models.use_replies(replies)
+        row = _row(name, request, student, train, val, models, context, metric, tester, test_cases, before, out,
+                   earlier=replies.carried_seconds())
         row.estimated_seconds = parts.get(name)
         rows.append(row)
         _write_tables(CompareSummary(out, [*rows, *kept], baseline, len(test_cases), splits.test_label),  # a crash
@@ -436,9 +443,12 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
 
 def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val: list[Any], models: Models,
          context: QAContext, metric: AnswerMetric, tester: CachedEvaluator, test_cases: Any, before: EvalResult,
-         out: Path) -> CompareRow:
-    """One optimizer run from the warm context, tested on the held-out cases against `before`."""
+         out: Path, earlier: float = 0.0) -> CompareRow:
+    """One optimizer run from the warm context, tested on the held-out cases against `before`. `earlier`: the
+    model time earlier sittings spent on this row, taken off its time limit."""
     baseline, correct_before = before.accuracy, before.correctness()
+    if request.time_budget is not None and earlier:
+        request = replace(request, time_budget=max(request.time_budget - earlier, 0.0))
     log.info("%s: running %s (budget %d LM calls)", request.system, name, request.budget)
     started = time.perf_counter()
     meter = LMBudget(models.usage, None, METERED_ROLES)
@@ -468,10 +478,10 @@ def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val
         # the winner is ready to deploy: `memtrace run --program DIR/programs/NAME.json`
         save_program(program, out / "programs" / f"{name}.json", extra={"optimizer": name})
     settings = {k: [v, settings_of(program)[k]] for k, v in settings_of(student).items() if settings_of(program)[k] != v}
-    return CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started, stopped,
+    return CompareRow(name, baseline, accuracy, calls, tokens, time.perf_counter() - started + earlier, stopped,
                       changed_prompts(student, program), error, to_best, details, demo_changes(student, program),
                       paired, answers, stopped_by, settings_changed=settings, cached_calls=meter.cached(),
-                      cost=_costs(student, program, test_cases) if error is None else {})
+                      cost=_costs(student, program, test_cases) if error is None else {}, earlier_seconds=round(earlier, 3))
 
 
 def _costs(student: Any, program: Any, cases: Any) -> dict[str, float]:

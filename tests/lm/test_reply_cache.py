@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import dspy
 
 from memtrace_opt.lm import ModelRoles, Models
@@ -80,9 +82,34 @@ def test_a_persistent_cache_serves_a_later_process_and_a_layer_keeps_its_own_rep
     assert ReplyCache(tmp_path / "row.sqlite").get("k2") == CachedReply(("Lisbon",))  # kept for a resumed row
 
 
-def test_a_damaged_row_is_a_miss_not_a_crash(tmp_path):
-    import sqlite3
+def test_a_row_resumed_in_a_later_sitting_is_charged_once_for_each_reply_it_had(tmp_path):
+    warm = ReplyCache(tmp_path / "warm.sqlite")
+    models = fake_models(warm)
+    ask(models, "Where does Tove row?")  # the warm-up's reply: free for every row, in every sitting
+    models.use_replies(warm.layered(tmp_path / "row.sqlite", carried=True))
+    row = LMBudget(models.usage, 10, ("task",))
+    ask(models, "Where does Tove sail?")  # the row's first sitting pays for its call, then is cut
+    paid = row.tokens()
+    with sqlite3.connect(tmp_path / "row.sqlite") as db:  # as if that call had taken the model 2.5 s
+        db.execute("UPDATE replies SET reply = json_set(reply, '$.seconds', 2.5)")
 
+    resumed = ReplyCache(tmp_path / "warm.sqlite").layered(tmp_path / "row.sqlite", carried=True)
+    models = fake_models(resumed)
+    budget = LMBudget(models.usage, 10, ("task",))
+    assert resumed.carried_seconds() == 2.5  # the first sitting's model time on the row
+    for _ in range(2):
+        ask(models, "Where does Tove row?")
+        ask(models, "Where does Tove sail?")
+    assert resumed.carried_seconds() == 0
+    usage = models.usage.snapshot()["task"]
+    assert (budget.spent(), budget.cached()) == (1, 3)  # the row's own reply once more, as a live call; no model
+    assert budget.tokens() == paid > 0 and usage.prompt_tokens + usage.completion_tokens == paid  # as it cost then
+    fresh = fake_models(ReplyCache(tmp_path / "warm.sqlite").layered(tmp_path / "row.sqlite"))
+    ask(fresh, "Where does Tove sail?")
+    assert fresh.usage.snapshot()["task"].live_calls == 0  # a layer not carried serves its replies free
+
+
+def test_a_damaged_row_is_a_miss_not_a_crash(tmp_path):
     path = tmp_path / "replies.sqlite"
     ReplyCache(path).close()
     with sqlite3.connect(path) as db:

@@ -178,6 +178,65 @@ def test_compare_resumes_with_the_finished_rows_and_memorizes_again_without_the_
         compare_optimizers(replace(request, per_split=5, resume=True), models=make_models()[0])
 
 
+def test_a_row_cut_mid_way_resumes_without_the_model_and_spends_the_budget_it_would_have(tmp_path, monkeypatch):
+    import shutil
+    import sqlite3
+
+    from memtrace_opt.optimizers.comparison import compare
+
+    data = tmp_path / "toy.json"
+    write_locomo(data, ("toy-a", "toy-b", "toy-c"))
+    request = CompareRequest(system="mem0", data=str(data), out=tmp_path / "whole", train="toy-a", val="toy-b",
+                             test="toy-c", optimizers=("blame_response",), budget=40, attribution="lineage",
+                             loop=LoopSettings.of(candidates=2, minibatch=5, repairs=0), time_budget=3600)
+    whole = compare_optimizers(request, models=make_models()[0]).rows[0]
+    assert whole.lm_calls > 4 and whole.earlier_seconds == 0
+
+    inside, ours = [False], compare._ours
+
+    def marked(*args, **kwargs):
+        inside[0] = True
+        try:
+            return ours(*args, **kwargs)
+        finally:
+            inside[0] = False
+
+    monkeypatch.setattr(compare, "_ours", marked)
+    row_calls = [0]
+
+    def counted(stop_after: int | None):
+        models, engine = make_models()
+        live = engine.complete
+
+        def complete(request_):
+            if inside[0]:
+                row_calls[0] += 1
+                if stop_after is not None and row_calls[0] > stop_after:
+                    raise KeyboardInterrupt  # the sitting ends here
+            return live(request_)
+
+        monkeypatch.setattr(engine, "complete", complete)
+        return models
+
+    with pytest.raises(KeyboardInterrupt):  # half-way through the row
+        compare_optimizers(replace(request, out=tmp_path / "cut"), models=counted(whole.lm_calls // 2))
+    shutil.copytree(tmp_path / "cut", tmp_path / "slow")
+    row_calls[0] = 0
+    models = counted(None)
+    resumed = compare_optimizers(replace(request, out=tmp_path / "cut", resume=True), models=models).rows[0]
+    assert resumed.lm_calls == whole.lm_calls  # the replies of the first sitting charged again, once each
+    assert row_calls[0] == whole.lm_calls - whole.lm_calls // 2  # only the rest reached the model
+    same = ("optimized_accuracy", "changed_predictors", "cached_calls", "tokens", "paired")
+    assert [getattr(resumed, k) for k in same] == [getattr(whole, k) for k in same]
+    assert 0 < resumed.earlier_seconds <= resumed.seconds  # the first sitting's model time is in the row's time
+
+    # the first sitting's time counts against the row's time limit too: had it spent the hour, none is left
+    with sqlite3.connect(tmp_path / "slow" / "replies" / "blame_response.sqlite") as db:
+        db.execute("UPDATE replies SET reply = json_set(reply, '$.seconds', 4000.0)")
+    slow = compare_optimizers(replace(request, out=tmp_path / "slow", resume=True), models=make_models()[0]).rows[0]
+    assert slow.stopped_by == "time" and slow.earlier_seconds >= 4000 and slow.lm_calls <= whole.lm_calls // 2
+
+
 def test_compare_runs_the_ablations_of_our_loop_as_rows(tmp_path, fake_models):
     models, _ = fake_models
     data = tmp_path / "toy.json"
