@@ -6,7 +6,9 @@ and after it, each flip listed. `--since` names the change:
   token-rule-v1 as it is (every gold content word). Only wrong -> right flips can happen (an answer holding
   every gold token holds every content word);
 - `token-rule-v1`: token-rule-v1 against the current rule (`metrics.TOKEN_RULE`: dates in another written form;
-  another date, or a bare number for a number with a unit, never right). Flips go both ways.
+  another date, or a bare number for a number with a unit, never right). Flips go both ways;
+- `token-rule-v2`: token-rule-v2 against the current rule (a date of the gold's read in the gold's form for the
+  lexical test). Only wrong -> right flips can happen.
 
     python benchmarks/rule_flips.py runs/mem0-locomo runs/bench-attribution-*/locomo
     python benchmarks/rule_flips.py runs/* --all-datasets --since token-rule-v1 --out flips.md
@@ -36,6 +38,7 @@ CHANGES: dict[str, tuple[Callable[[Question, str], AnswerScore], Callable[[Quest
     "content-words": (lambda q, p: score_answer(q, p, gold_words="all", rule=RULES[0]),
                       lambda q, p: score_answer(q, p, rule=RULES[0])),
     RULES[0]: (lambda q, p: score_answer(q, p, rule=RULES[0]), lambda q, p: score_answer(q, p, rule=TOKEN_RULE)),
+    RULES[1]: (lambda q, p: score_answer(q, p, rule=RULES[1]), lambda q, p: score_answer(q, p, rule=TOKEN_RULE)),
 }
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from memtrace_opt.text.words import MONTH_NUMBERS, WEEKDAYS
 
-__all__ = ["DateParts", "DateSpan", "find_dates", "names_dates", "other_date", "without_dates"]
+__all__ = ["DateParts", "DateSpan", "find_dates", "in_gold_form", "names_dates", "other_date", "without_dates"]
 
 _MONTH = "|".join(sorted(MONTH_NUMBERS, key=len, reverse=True))
 _WEEKDAY = rf"(?:(?:{'|'.join(WEEKDAYS)})\.?,?\s+)?"
@@ -130,6 +130,21 @@ def without_dates(text: str, spans: Sequence[DateSpan]) -> str:
         kept.append(text[at:span.start])
         at = span.end
     return " ".join(part.strip() for part in [*kept, text[at:]] if part.strip())
+
+
+def in_gold_form(text: str, gold: str) -> str:
+    """`text` with each date it names that is one of `gold`'s dates (the same parts, `DateParts.names`) written as
+    `gold` writes it: "2031-10-20" for a gold "from 18 October to 20 October 2031" becomes "20 October 2031". Every
+    other word, and every other date, stays as it is."""
+    gold_spans = find_dates(gold, years=True)
+    kept, at = [], 0
+    for span in find_dates(text):
+        same = next((g for g in gold_spans
+                     if any(mine.names(theirs) for mine in span.readings for theirs in g.readings)), None)
+        if same is not None:
+            kept += [text[at:span.start], gold[same.start:same.end]]
+            at = span.end
+    return "".join([*kept, text[at:]])
 
 
 def names_dates(dates: Sequence[DateSpan], gold: Sequence[DateSpan]) -> bool:

@@ -21,7 +21,12 @@ upstream computes it, does not. Its versions (`RULES`; `score_answer(..., rule=.
   never gave; no other date) and with the gold's other content words ("the week before ..."); never right,
   an answer that names another date than the gold's (another day, month or year: "15 October 2031" for "14
   October 2031", which F1 accepts), nor a bare number where the gold is that number with a unit ("5" for "5 weeks
-  ago"): the score reports that one apart (`bare_number`) instead of letting F1 accept or reject it silently.
+  ago"): the score reports that one apart (`bare_number`) instead of letting F1 accept or reject it silently;
+- `token-rule-v3`: the verdict does not depend on the form an answer writes a date in. A date of the answer that
+  is one of the gold's dates (the same parts) is read, for the lexical test, as the gold writes it
+  (`metrics.dates.in_gold_form`): "2031-10-20" for "from 18 October to 20 October 2031" gets the verdict "20
+  October 2031" gets. v2's date test reads only an answer naming every date of the gold, so an ISO date for one
+  end of a range was wrong where its written form was right by F1. F1 itself is reported as upstream computes it.
 """
 
 from __future__ import annotations
@@ -33,13 +38,13 @@ from typing import Any, NamedTuple
 import dspy
 
 from memtrace_opt.data import Question
-from memtrace_opt.metrics.dates import find_dates, names_dates, other_date, without_dates
+from memtrace_opt.metrics.dates import find_dates, in_gold_form, names_dates, other_date, without_dates
 from memtrace_opt.metrics.declines import is_decline
 from memtrace_opt.metrics.text import answer_tokens, bleu1, content_recall, multi_answer_f1, token_scores
 from memtrace_opt.text.words import SCORING_STOP_WORDS
 
 CORRECT_F1 = 0.5
-RULES = ("token-rule-v1", "token-rule-v2")
+RULES = ("token-rule-v1", "token-rule-v2", "token-rule-v3")
 TOKEN_RULE = RULES[-1]  # the rule results are scored by (module doc)
 
 _NUMBER_WORDS = dict(enumerate(
@@ -101,6 +106,14 @@ def _lexical(text: str, gold: str, multi_hop: bool) -> _Lexical:
 
 def _right(scores: _Lexical, gold_words: str) -> bool:
     return scores.f1 > CORRECT_F1 or (scores.content if gold_words == "content" else scores.recall) == 1.0
+
+
+def _right_as_written(text: str, gold: str, multi_hop: bool, gold_words: str) -> bool:
+    """The lexical test of `text`, else of it and `gold` with their numerals spelled ("3 years", "three years")."""
+    if _right(_lexical(text, gold, multi_hop), gold_words):
+        return True
+    spelled, spelled_gold = spell_numbers(text), spell_numbers(gold)
+    return (spelled, spelled_gold) != (text, gold) and _right(_lexical(spelled, spelled_gold, multi_hop), gold_words)
 
 
 GOLD_WORDS = ("content", "all")
@@ -170,10 +183,10 @@ def score_answer(question: Question, prediction: str | None, *, gold_words: str 
     bare = dated and not abstained and bare_number(text, gold)
     dates = date_test(text, gold) if dated and not abstained else DateTest(False, False)
     wrong = abstained or bare or dates.other
-    correct = not wrong and _right(scores, gold_words)
-    spelled, spelled_gold = spell_numbers(text), spell_numbers(gold)
-    if not correct and not wrong and (spelled, spelled_gold) != (text, gold):
-        correct = _right(_lexical(spelled, spelled_gold, multi_hop), gold_words)
+    correct = not wrong and _right_as_written(text, gold, multi_hop, gold_words)
+    if not correct and not wrong and RULES.index(rule) >= 2:
+        form = in_gold_form(text, gold)
+        correct = form != text and _right_as_written(form, gold, multi_hop, gold_words)
     correct = correct or dates.names
     return AnswerScore(scores.f1, bleu1(text, gold), scores.recall, abstained, correct,
                        "multi-f1" if multi_hop else "f1", bare, rule)

@@ -45,4 +45,15 @@ def test_the_flips_since_the_first_rule_go_both_ways(tmp_path) -> None:
     assert scored == 4 and [(f.question_id, f.after) for f in found] == [("q1", True), ("q2", False), ("q3", False)]
     out = tmp_path / "flips.md"
     assert main([str(tmp_path), "--since", "token-rule-v1", "--out", str(out)]) == 0
-    assert out.read_text().startswith("3 of 4 verdicts flip under token-rule-v2 (since token-rule-v1)")
+    assert out.read_text().startswith("3 of 4 verdicts flip under token-rule-v3 (since token-rule-v1)")
+
+
+def test_the_flips_since_the_second_rule_are_dates_in_another_form_than_the_golds(tmp_path) -> None:
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join([
+        _row("q1", "from 18 October to 20 October 2031", "2031-10-20"),  # one end, in ISO form: now right
+        _row("q2", "from 18 October to 20 October 2031", "20 October 2031"),  # right either way
+        _row("q3", "from 18 October to 20 October 2031", "2031-10-25"),  # another day: wrong either way
+    ]) + "\n")
+    scored, found = flips_in(cases, since="token-rule-v2")
+    assert scored == 3 and [(f.question_id, f.after) for f in found] == [("q1", True)]

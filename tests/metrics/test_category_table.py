@@ -41,7 +41,7 @@ def test_markdown() -> None:
         "| adversarial | 1 | 100.0 | - | 100.0 | 1 | 100.0 |\n"
         "| overall | 4 | 62.5 | 41.7 | 66.7 | 3 | 75.0 |\n"
         "\n"
-        "rule acc: token-rule-v2\n"
+        "rule acc: token-rule-v3\n"
     )
 
 

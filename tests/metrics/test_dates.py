@@ -1,5 +1,6 @@
 """The token rule's date forms (`token-rule-v2`): a date named in another written form is the same date, exactly;
-a bare number for a number with a unit is reported apart. Every date here is invented."""
+a bare number for a number with a unit is reported apart; `token-rule-v3`: no verdict depends on the form an answer
+writes a gold's date in. Every date here is invented."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from memtrace_opt.data import Question
 from memtrace_opt.metrics import RULES, TOKEN_RULE, AnswerScore, score_answer
-from memtrace_opt.metrics.dates import DateParts, find_dates, names_dates, without_dates
+from memtrace_opt.metrics.dates import DateParts, find_dates, in_gold_form, names_dates, without_dates
 
 OCT_14 = DateParts(2031, 10, 14)
 
@@ -71,7 +72,6 @@ def test_the_gold_date_in_another_form_is_right(prediction: str) -> None:
     ("14 October 2031", "15 October 2031"),  # another day, though F1 is 0.67
     ("14 October 2031", "2032-10-14"),  # another year
     ("October 2031", "2031-10-01"),  # a day the gold never gave
-    ("The weekend after 14 October 2031", "2031-10-14"),  # without the gold's other words
     ("14 October 2031", "Not mentioned, maybe 2031-10-14"),  # a decline
 ])
 def test_a_date_that_is_not_the_gold_date_is_wrong(gold: str, prediction: str) -> None:
@@ -82,6 +82,9 @@ def test_the_gold_words_around_a_date_must_come_with_it() -> None:
     gold = make("The weekend after 14 October 2031")
     assert score_answer(gold, "the weekend after 2031-10-14").correct_by_rule
     assert not score_answer(gold, "the weekend after 2031-10-14", rule="token-rule-v1").correct_by_rule
+    assert not score_answer(gold, "2031-10-14", rule="token-rule-v2").correct_by_rule  # v2: without them, wrong
+    # v3: the date alone gets the verdict its written form gets, which F1 (0.75) gives: right
+    assert score_answer(gold, "14 October 2031").correct_by_rule == score_answer(gold, "2031-10-14").correct_by_rule
 
 
 def test_another_date_is_wrong_even_where_f1_is_high() -> None:
@@ -116,10 +119,43 @@ def test_the_first_rule_neither_reports_nor_refuses_a_bare_number() -> None:
 
 
 def test_the_rule_is_named_and_a_score_says_which_scored_it() -> None:
-    assert TOKEN_RULE == RULES[-1] == "token-rule-v2"
+    assert TOKEN_RULE == RULES[-1] == "token-rule-v3"
     score = score_answer(make("5 weeks ago", "single-hop"), "5")
     assert AnswerScore.from_dict(score.to_dict()) == score
     old = {k: v for k, v in score.to_dict().items() if k not in ("bare_number", "scored_by")}
     assert AnswerScore.from_dict(old).scored_by == "token-rule-v1"  # written before the rule had versions
     with pytest.raises(ValueError, match="rule must be one of"):
         score_answer(make("3"), "3", rule="token-rule-v9")
+
+
+RANGE = "from 18 October to 20 October 2031"
+
+
+def test_a_gold_date_is_read_in_the_golds_form_and_no_other_date_is() -> None:
+    assert in_gold_form("It ended 2031-10-20.", RANGE) == "It ended 20 October 2031."
+    assert in_gold_form("2031-10-20 or 2031-11-02", RANGE) == "20 October 2031 or 2031-11-02"  # not the gold's
+    assert in_gold_form("2031-10-18", RANGE) == "2031-10-18"  # the gold's 18 October names no year: not the same parts
+    assert in_gold_form("no date here", RANGE) == "no date here"
+
+
+@pytest.mark.parametrize(("gold", "written", "other_forms"), [
+    (RANGE, "20 October 2031", ["2031-10-20", "20/10/2031", "Monday, 2031-10-20"]),
+    ("the week before 14 October 2031", "the week before 14 October 2031", ["the week before 2031-10-14"]),
+    ("14 October 2031, 3 March 2032", "14 October 2031, 3 March 2032", ["2031-10-14, 2032-03-03"]),
+    ("in October 2031", "October 2031", ["Oct. 2031"]),
+])
+def test_no_verdict_depends_on_the_form_a_golds_date_is_written_in(gold: str, written: str,
+                                                                   other_forms: list[str]) -> None:
+    for category in ("temporal", "multi-hop", "single-hop"):
+        question = make(gold, category)
+        verdict = score_answer(question, written).correct_by_rule
+        assert [score_answer(question, form).correct_by_rule for form in other_forms] == [verdict] * len(other_forms)
+
+
+def test_the_end_of_a_range_in_iso_form_was_wrong_by_v2_and_is_scored_as_written_by_v3() -> None:
+    question = make(RANGE)
+    assert score_answer(question, "20 October 2031", rule="token-rule-v2").correct_by_rule
+    assert not score_answer(question, "2031-10-20", rule="token-rule-v2").correct_by_rule
+    iso = score_answer(question, "2031-10-20")
+    assert iso.correct_by_rule and iso.f1 == 0.0  # F1 stays upstream's
+    assert not score_answer(question, "2031-10-21").correct_by_rule  # another day is never right
