@@ -87,11 +87,26 @@ def _gepa_attributed(setup: _Setup) -> dspy.Module:
     return _gepa(setup, selector)
 
 
+class _MIPROv2(dspy.MIPROv2):
+    """DSPy's MIPROv2, except that a full evaluation with no combination left to evaluate is skipped. On minibatches
+    it fully evaluates, every few trials and at the end, the best combination it has not fully evaluated yet; DSPy
+    3.4 raises ValueError when every combination it has tried is fully evaluated already (a program of one predictor
+    has as many combinations as instruction candidates), which ended the row with nothing."""
+
+    def _perform_full_evaluation(self, trial_num: int, adjusted_num_trials: int, param_score_dict: dict,
+                                 fully_evaled_param_combos: dict, *rest: Any) -> Any:
+        if all(key in fully_evaled_param_combos for key in param_score_dict):
+            total_eval_calls, best_score, best_program = rest[3], rest[5], rest[6]
+            return best_score, best_program, total_eval_calls
+        return super()._perform_full_evaluation(trial_num, adjusted_num_trials, param_score_dict,
+                                                fully_evaled_param_combos, *rest)
+
+
 def _mipro(setup: _Setup) -> dspy.Module:
     minibatch = min(len(setup.valset), 8)
     candidates = 3
     trials = max(2, (setup.budget - 2 * candidates) // max(1, minibatch))
-    optimizer = dspy.MIPROv2(
+    optimizer = _MIPROv2(
         metric=setup.metric, prompt_model=setup.models.reflection, task_model=setup.models.task, auto=None,
         num_candidates=candidates, max_bootstrapped_demos=0, max_labeled_demos=0, num_threads=1,
         seed=setup.seed, verbose=False, track_stats=False,
