@@ -243,6 +243,10 @@ def _run_conversations(
     except BaseException as error:
         job.manifest("failed", error=f"{type(error).__name__}: {error}")
         raise
+    finally:
+        from memtrace_opt.estimate import learn_replies
+
+        learn_replies(models)  # how long the model's replies were: later estimates price them so
     status, why = job.outcome()
     for line in describe_breaks(job.lineage):  # once per op, after every conversation
         log.warning("%s", line)

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 from memtrace_opt import progress
 from memtrace_opt.data import Dataset, load_data
 from memtrace_opt.errors import ConfigError, Interrupted, MemtraceError
-from memtrace_opt.estimate import job_rates
+from memtrace_opt.estimate import job_rates, learn_replies
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.reply_cache import ReplyCache
 from memtrace_opt.optimizers.core.program_io import instructions_of, save_program, write_deployment_files
@@ -183,6 +183,8 @@ def optimize_system(
             checkpoint("interrupted")
             raise Interrupted(f"{run.root}: stopped; the study keeps every finished candidate (run the same "
                               "command again to resume)") from None
+        finally:
+            learn_replies(models)  # how long the model's replies were: later estimates price them so
 
 
 class _DataSplits(NamedTuple):

@@ -5,9 +5,19 @@ reply words the job will make (`count_work`); this machine's rates for the model
 stores them; a slowed fake LM's are known) turn them into seconds: prompt tokens / reading rate + completion
 tokens (each capped by its call's reply limit) / decoding rate. `run_estimate` sums a run; the optimizer's and
 compare's estimates (`memtrace_opt.optimizers.comparison.estimate`) add rounds and rows capped by their budgets.
+A scripted reply is priced at the length the model's replies to that kind of call have had in earlier jobs here,
+where known (`learn_replies`, which each job calls as it ends).
 """
 
-from memtrace_opt.estimate._jobs import NO_RATES, Estimate, announce, job_rates, plural, run_estimate
+from memtrace_opt.estimate._jobs import (
+    NO_RATES,
+    Estimate,
+    announce,
+    job_rates,
+    learn_replies,
+    plural,
+    run_estimate,
+)
 from memtrace_opt.estimate._rates import (
     RATES_SCHEMA,
     Rates,
@@ -22,7 +32,8 @@ from memtrace_opt.estimate._rates import (
 from memtrace_opt.estimate._work import CallCost, ConversationWork, Cost, Work, count_work
 
 __all__ = [
-    "NO_RATES", "Estimate", "announce", "job_rates", "plural", "run_estimate", "RATES_SCHEMA", "Rates", "RateStore",
+    "NO_RATES", "Estimate", "announce", "job_rates", "learn_replies", "plural", "run_estimate", "RATES_SCHEMA",
+    "Rates", "RateStore",
     "known_rates", "machine_id", "measure_rates", "model_key", "rates_path", "words", "CallCost",
     "ConversationWork", "Cost", "Work", "count_work",
 ]

@@ -97,6 +97,23 @@ def job_rates(models: Any, *, store: RateStore | None = None, measure: bool = Tr
     return rates, ""
 
 
+def learn_replies(models: Any, *, store: RateStore | None = None) -> None:
+    """Keeps how long the replies of `models`' live calls were since the last time, by role and call shape, into
+    the stored rates of each role's model (`RateStore.learn`; the rates' module doc): later estimates price those
+    calls at that length. Never raises: an estimate is a courtesy."""
+    from memtrace_opt.lm.roles import ROLES
+
+    store = store or RateStore()
+    for role in ROLES:
+        observed = models.usage.take_replies(role)
+        if not observed:
+            continue
+        try:
+            store.learn(model_key(models.roles.spec(role)), observed)
+        except Exception as error:  # noqa: BLE001
+            log.warning("reply lengths of the %s role not kept: %s", role, error)
+
+
 def _measuring_lm(spec: Any) -> Any:
     """An LM for `spec` with its own usage tracker (the job's usage never counts it), uncached, the embedded
     engine's prefix cache off; an embedded model is the one the job loads."""

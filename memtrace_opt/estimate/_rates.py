@@ -3,6 +3,11 @@
 `memtrace doctor` measures the task model's rates (a prompt of a few hundred tokens, then a short decode, both
 uncached) and stores them in `rates.json` beside the model cache, keyed by machine and model; a job's time
 estimate reads them. A slowed fake LM's rates are known from its settings.
+
+Beside the rates, how long the model's replies are: a job's dry run scripts each reply, but a model may write far
+longer ones (a library's extraction prompt answered to the reply cap). Each run, optimization and comparison
+keeps the mean reply of its live calls by call shape (`chat_prompt.call_shape`: the adapter prompt's output
+fields) into the stored rates (`RateStore.learn`), and later estimates price a call of a known shape at that mean.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,7 +31,10 @@ import dspy
 __all__ = ["RATES_SCHEMA", "Rates", "RateStore", "rates_path", "machine_id", "model_key", "measure_rates",
            "known_rates", "words"]
 
+log = logging.getLogger(__name__)
+
 RATES_SCHEMA = 1
+LEARNED_CALLS = 200  # earlier calls a learned reply length weighs at most (`RateStore.learn`)
 _SPEED_LEVERS = ("n_threads", "n_threads_batch", "n_batch", "flash_attn")  # what changes an embedded model's rates
 
 
@@ -48,14 +56,19 @@ class Rates:
     machine: str = ""
     measured_at: str = ""
     source: str = "doctor"
+    replies: dict[str, list[float]] = field(default_factory=dict)  # call shape -> [live calls, mean reply tokens]
 
-    def call_seconds(self, prompt_words: int, reply_words: int, reply_cap: int | None) -> float:
+    def call_seconds(self, prompt_words: int, reply_words: int, reply_cap: int | None, shape: str = "") -> float:
         """One call's seconds: its prompt read, its reply (capped by the call's reply limit) decoded."""
-        prompt, reply = self.tokens(prompt_words, reply_words, reply_cap)
+        prompt, reply = self.tokens(prompt_words, reply_words, reply_cap, shape)
         return prompt / self.prompt_tps + reply / self.decode_tps
 
-    def tokens(self, prompt_words: int, reply_words: int, reply_cap: int | None) -> tuple[float, float]:
-        reply = reply_words * self.tokens_per_word
+    def tokens(self, prompt_words: int, reply_words: int, reply_cap: int | None,
+               shape: str = "") -> tuple[float, float]:
+        """A call's prompt and reply tokens: the reply as long as this model's replies to calls of `shape` have
+        been (`replies`), else the scripted reply's words; capped by the call's reply limit."""
+        measured = self.replies.get(shape)
+        reply = float(measured[1]) if measured else reply_words * self.tokens_per_word
         return prompt_words * self.tokens_per_word, min(reply, reply_cap) if reply_cap else reply
 
     def describe(self) -> str:
@@ -76,6 +89,9 @@ class Rates:
         values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         for key in ("prompt_tps", "decode_tps"):
             values[key] = math.inf if values.get(key) is None else float(values[key])
+        replies = values.get("replies")
+        values["replies"] = ({shape: list(v) for shape, v in replies.items() if _pair(v)}
+                             if isinstance(replies, dict) else {})
         return cls(**values)
 
 
@@ -110,14 +126,51 @@ class RateStore:
             return None
 
     def put(self, rates: Rates) -> Path:
+        """Stores `rates` (measured again: the reply lengths learned so far are kept)."""
         machines = self._read()
-        machines.setdefault(rates.machine, {})[rates.model] = rates.to_dict()
+        kept = machines.get(rates.machine, {}).get(rates.model)
+        data = rates.to_dict()
+        if isinstance(kept, dict) and isinstance(kept.get("replies"), dict) and not rates.replies:
+            data["replies"] = kept["replies"]
+        machines.setdefault(rates.machine, {})[rates.model] = data
+        return self._write(machines)
+
+    def learn(self, model: str, observed: dict[str, tuple[int, int]], machine: str | None = None) -> bool:
+        """Folds `observed` (call shape -> live calls, reply tokens) into the reply lengths of `model`'s stored
+        rates; False (nothing written) when none are stored. The mean weighs at most `LEARNED_CALLS` earlier calls,
+        so it follows a model whose replies change."""
+        observed = {shape: seen for shape, seen in observed.items() if seen[0] > 0}
+        machines = self._read()
+        entry = machines.get(machine or machine_id(), {}).get(model)
+        if not observed or not isinstance(entry, dict):
+            return False
+        stored = entry.get("replies")
+        replies: dict[str, Any] = stored if isinstance(stored, dict) else {}
+        for shape, (calls, tokens) in observed.items():
+            before: Any = replies.get(shape)
+            known, mean = (0, 0.0)
+            if _pair(before):
+                known, mean = min(int(before[0]), LEARNED_CALLS), float(before[1])
+            replies[shape] = [known + calls, round((known * mean + tokens) / (known + calls), 1)]
+        entry["replies"] = replies
+        try:
+            self._write(machines)
+        except OSError as error:  # an estimate is a courtesy: a read-only cache never stops a job
+            log.warning("reply lengths not kept: %s", error)
+            return False
+        return True
+
+    def _write(self, machines: dict[str, Any]) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps({"schema_version": RATES_SCHEMA, "machines": machines}, indent=2,
                                         sort_keys=True) + "\n", encoding="utf-8")
         temporary.replace(self.path)
         return self.path
+
+
+def _pair(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value)
 
 
 def machine_id() -> str:

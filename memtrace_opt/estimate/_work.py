@@ -17,6 +17,7 @@ import dspy
 
 from memtrace_opt.data import Conversation, Question
 from memtrace_opt.estimate._rates import Rates, words
+from memtrace_opt.lm.chat_prompt import call_shape
 from memtrace_opt.testing.fake_lm import FakeEngine, fake_lm
 
 __all__ = ["CallCost", "Cost", "ConversationWork", "Work", "count_work"]
@@ -24,8 +25,8 @@ __all__ = ["CallCost", "Cost", "ConversationWork", "Work", "count_work"]
 
 @dataclass(frozen=True)
 class CallCost:
-    """One LM call of the dry run: which prompt (its output fields), its prompt's words, the scripted reply's
-    words and the call's reply cap in tokens (None: none)."""
+    """One LM call of the dry run: which prompt (its shape, `chat_prompt.call_shape`: its output fields), its
+    prompt's words, the scripted reply's words and the call's reply cap in tokens (None: none)."""
 
     operation: str
     prompt_words: int
@@ -46,8 +47,9 @@ class Cost:
     def of(cls, calls: Iterable[CallCost], rates: Rates) -> Cost:
         total = cls()
         for call in calls:
-            prompt, reply = rates.tokens(call.prompt_words, call.reply_words, call.reply_cap)
-            total += cls(1, prompt, reply, rates.call_seconds(call.prompt_words, call.reply_words, call.reply_cap))
+            prompt, reply = rates.tokens(call.prompt_words, call.reply_words, call.reply_cap, call.operation)
+            total += cls(1, prompt, reply, rates.call_seconds(call.prompt_words, call.reply_words, call.reply_cap,
+                                                              call.operation))
         return total
 
     def __add__(self, other: Cost) -> Cost:
@@ -117,8 +119,7 @@ class _CountingEngine(FakeEngine):
             call = self.calls[-1]
         reply = int(response.usage.output_tokens or 0)  # the fake engine counts words
         cap = getattr(request.config, "max_tokens", None) or self.default_cap
-        self.bucket.append(CallCost("+".join(call.output_fields) or "raw", words(m["content"] for m in call.messages),
-                                    reply, cap))
+        self.bucket.append(CallCost(call_shape(call.messages), words(m["content"] for m in call.messages), reply, cap))
         return response
 
 

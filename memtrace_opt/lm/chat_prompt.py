@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 OBJECTIVE = "In adhering to this structure, your objective is:"
 _FIELD_LINE = re.compile(r"^\d+\. `([^`]+)`(?: \((.*?)\)(?=:|$))?", re.MULTILINE)
@@ -95,3 +96,14 @@ def parse_prompt(system: str, last_user: str) -> ParsedPrompt:
         json_output=json_output,
         output_types={name: kind for name, kind in typed if kind},
     )
+
+
+def call_shape(messages: Any) -> str:
+    """Which kind of call a chat is, as the estimate names it: its adapter prompt's output fields joined by "+"
+    ("answer", "facts+reasoning"), or "raw" for messages no adapter built (a library's own prompt, a bare string).
+    The dry run (`memtrace_opt.estimate`) and the reply lengths measured in real runs meet under this name."""
+    if not isinstance(messages, (list, tuple)) or not all(isinstance(m, Mapping) for m in messages):
+        return "raw"
+    system, last_user = system_and_last_user([{"role": str(m.get("role")), "content": str(m.get("content") or "")}
+                                              for m in messages])
+    return "+".join(parse_prompt(system, last_user).output_fields) or "raw"

@@ -20,6 +20,7 @@ from dspy.utils.callback import with_callbacks
 from dspy.utils.usage_tracker import UsageTracker as DspyUsageTracker
 from rich.table import Table
 
+from memtrace_opt.lm.chat_prompt import call_shape
 from memtrace_opt.lm.reply_cache import CachedReply, ReplyCache, request_key
 
 
@@ -55,6 +56,7 @@ class UsageTracker:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_role: dict[str, RoleUsage] = {}
+        self._replies: dict[tuple[str, str], tuple[int, int]] = {}  # (role, call shape) -> live calls, reply tokens
         self.failure_streak = 0  # calls failed in a row, any role (a success or a cache hit resets it)
 
     def record(
@@ -66,8 +68,14 @@ class UsageTracker:
         seconds: float = 0.0,
         cached: bool = False,
         failed: bool = False,
+        shape: str | None = None,
     ) -> None:
+        """One call of `role`; `shape` (`chat_prompt.call_shape`): a live call's kind, whose reply length is kept
+        apart (`take_replies`)."""
         with self._lock:
+            if shape is not None and not cached and not failed and completion_tokens:
+                calls, tokens = self._replies.get((role, shape), (0, 0))
+                self._replies[(role, shape)] = (calls + 1, tokens + completion_tokens)
             old = self._by_role.get(role, RoleUsage())
             self._by_role[role] = replace(
                 old,
@@ -80,6 +88,14 @@ class UsageTracker:
             )
             self.failure_streak = self.failure_streak + 1 if failed else 0
 
+    def take_replies(self, role: str) -> dict[str, tuple[int, int]]:
+        """The reply lengths of `role`'s live calls since the last take, by call shape: (calls, reply tokens)."""
+        with self._lock:
+            taken = {shape: kept for (owner, shape), kept in self._replies.items() if owner == role}
+            for shape in taken:
+                del self._replies[(role, shape)]
+        return taken
+
     def snapshot(self) -> dict[str, RoleUsage]:
         with self._lock:
             return dict(self._by_role)
@@ -90,6 +106,7 @@ class UsageTracker:
     def reset(self) -> None:
         with self._lock:
             self._by_role.clear()
+            self._replies.clear()
             self.failure_streak = 0
 
     def __deepcopy__(self, memo: dict[int, Any]) -> UsageTracker:
@@ -128,7 +145,7 @@ class RoleLM(dspy.LM):
         self.usage = usage if usage is not None else UsageTracker()
         self.reply_cache = reply_cache  # None: every call goes to DSPy (`reply_cache.py`)
 
-    def _finish(self, capture: _CallCapture, started: float, failed: bool) -> None:
+    def _finish(self, capture: _CallCapture, started: float, failed: bool, messages: Any = None) -> None:
         self.usage.record(
             self.role,
             prompt_tokens=capture.prompt_tokens,
@@ -136,6 +153,7 @@ class RoleLM(dspy.LM):
             seconds=time.perf_counter() - started,
             cached=not capture.reported and not failed,
             failed=failed,
+            shape=call_shape(messages),
         )
 
     def __call__(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
@@ -164,7 +182,7 @@ class RoleLM(dspy.LM):
                 outputs = await super().acall(prompt, messages=messages, **kwargs)
             failed = False
         finally:
-            self._finish(capture, started, failed)
+            self._finish(capture, started, failed, messages)
         if cache is not None:
             cache.put(key, CachedReply(tuple(outputs or ()), capture.prompt_tokens, capture.completion_tokens,
                                        time.perf_counter() - started))
@@ -183,7 +201,7 @@ class RoleLM(dspy.LM):
             failed = False
             return result
         finally:
-            self._finish(capture, started, failed)
+            self._finish(capture, started, failed, messages)
 
     @with_callbacks
     def _served(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> list[Any]:

@@ -51,6 +51,7 @@ import dspy
 from memtrace_opt import progress
 from memtrace_opt.data import load_data
 from memtrace_opt.errors import ConfigError
+from memtrace_opt.estimate import learn_replies
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.reply_cache import ReplyCache
 from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
@@ -425,6 +426,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
         row = _row(name, request, student, train, val, models, context, metric, tester, test_cases, before, out,
                    earlier=replies.carried_seconds())
         row.estimated_seconds = parts.get(name)
+        learn_replies(models)  # how long the model's replies were: later estimates price them so
         rows.append(row)
         _write_tables(CompareSummary(out, [*rows, *kept], baseline, len(test_cases), splits.test_label),  # a crash
                       setting, title, _timing(estimated, started))  # keeps the rows

@@ -106,6 +106,44 @@ def test_the_embedded_model_is_measured_at_the_start_when_no_rates_are_stored(tm
     assert store.get("embedded") == Rates.from_dict(measured.to_dict())  # kept for the next job
 
 
+def test_reply_lengths_learned_in_jobs_price_the_calls_of_their_shape(tmp_path: Path):
+    store = RateStore(tmp_path / "rates.json")
+    assert not store.learn("m", {"raw": (2, 3000)})  # no rates stored for the model: nothing to keep them beside
+    store.put(Rates(100.0, 10.0, 1.5, model="m", machine=machine_id()))
+    assert store.learn("m", {"raw": (2, 3000), "answer": (4, 40)})
+    assert store.learn("m", {"raw": (1, 600)})
+    rates = store.get("m")
+    assert rates is not None and rates.replies == {"raw": [3, 1200.0], "answer": [4, 10.0]}
+    assert rates.tokens(100, 20, 2000, "raw") == (150, 1200.0)  # the measured length, not the scripted 20 words
+    assert rates.tokens(100, 20, 800, "raw") == (150, 800)  # still capped by the call's reply limit
+    assert rates.tokens(100, 20, None, "facts") == (150, 30)  # a shape never measured: the scripted reply
+    store.put(Rates(120.0, 12.0, 1.5, model="m", machine=machine_id()))  # measured again by doctor
+    kept = store.get("m")
+    assert kept is not None and kept.prompt_tps == 120.0 and kept.replies == rates.replies
+
+
+def test_a_run_keeps_how_long_the_models_replies_were_for_the_next_estimate(sample, tmp_path: Path, monkeypatch):
+    from memtrace_opt.runner import RunRequest, run_system
+    from memtrace_opt.testing import Skill
+    from memtrace_opt.testing.skills import default_skills
+
+    monkeypatch.setenv("MEMTRACE_CACHE_DIR", str(tmp_path / "cache"))
+    long_answer = " ".join(["word"] * 40)
+    engine = FakeEngine(skills=[Skill(("answer",), lambda call: {"answer": long_answer}, name="long"),
+                                *default_skills()])
+    models = Models(ModelRoles(task=ModelSpec(model="fake")), fake_engine=engine)
+    RateStore().put(Rates(100.0, 10.0, 1.0, model=model_key(ModelSpec(model="fake")), machine=machine_id()))
+    program = make_program("rag", {"embedder": "hash"})
+    before = Cost.of(count_work(program, list(sample.conversations)).read(list(sample.conversations)),
+                     RateStore().get("fake") or RATES)
+    run_system(RunRequest(system="rag", data="sample", out=tmp_path / "run", judge=False,
+                          program_settings={"embedder": "hash"}), progress=False, models=models)
+    learned = RateStore().get("fake")
+    assert learned is not None and learned.replies["answer"][0] == before.calls  # every answer, live
+    after = Cost.of(count_work(program, list(sample.conversations)).read(list(sample.conversations)), learned)
+    assert learned.replies["answer"][1] > 40 and after.completion_tokens > before.completion_tokens
+
+
 def _splits(sample, split: str = "0.4,0.3,0.3"):
     return make_splits(sample, train=None, val=None, test=None, split=split, per_split=None, seed=0)
 
