@@ -236,6 +236,14 @@ class RoundRecord:
         return next((c.candidate(self.chosen_predictor) for c in self.candidates if c.accepted), None)
 
     @property
+    def untested(self) -> bool:
+        """Whether the round proposed candidates but could afford to score none of them (each `not_validated`, with
+        no local, minibatch or validation score): it says nothing of a plateau (`StopPolicy.after`)."""
+        return bool(self.candidates) and not self.accepted and all(
+            c.status == "not_validated" and c.local is None and c.minibatch_score is None and c.val_score is None
+            for c in self.candidates)
+
+    @property
     def phase(self) -> RoundPhase | None:
         """The phase a cut round was cut in (None: not cut)."""
         return RoundPhase(self.cut["phase"]) if self.cut else None

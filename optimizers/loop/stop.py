@@ -36,7 +36,8 @@ class StopReason(str, Enum):
 class StopPolicy:
     """Stop after `patience` rounds in a row without an accepted change, when no call (or too few for the
     cheapest validation, `least_validation` calls) is left, or past the deadline; `MAX_ROUNDS` is the reason when
-    the loop runs out of rounds."""
+    the loop runs out of rounds. A round whose share of the budget scored none of its candidates
+    (`RoundRecord.untested`) is no round of a plateau: the rounds after it get a larger share."""
 
     patience: int
     least_validation: int = 0
@@ -54,7 +55,8 @@ class StopPolicy:
 
     def after(self, record: RoundRecord, budget: LMBudget, cut: bool = False) -> StopReason | None:
         """Whether the loop goes on after `record` (`cut`: the budget ran out among its candidates)."""
-        self.plateau = 0 if record.accepted else self.plateau + 1
+        if not record.untested:
+            self.plateau = 0 if record.accepted else self.plateau + 1
         if cut or budget.exhausted():
             return StopReason.spent(budget)
         if self.plateau >= self.patience:

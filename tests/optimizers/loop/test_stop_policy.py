@@ -7,6 +7,7 @@ import time
 from parts import budget, spend
 
 from memtrace_opt.optimizers import RoundRecord, StopPolicy, StopReason
+from memtrace_opt.optimizers.loop.records import CandidateRecord
 
 
 def record(accepted: bool) -> RoundRecord:
@@ -19,6 +20,22 @@ def test_patience_rounds_without_a_change_stop_it_and_a_change_resets_the_count(
     assert policy.after(record(True), unbounded) is None
     assert policy.after(record(False), unbounded) is None
     assert policy.after(record(False), unbounded) is StopReason.PLATEAU
+
+
+def test_a_round_whose_share_scored_no_candidate_is_no_round_of_a_plateau():
+    def unscored(why: str = "not scored: 24 LM calls left to the round, it needs 25") -> CandidateRecord:
+        return CandidateRecord("Answer better.", None, None, False, why, status="not_validated")
+
+    untested = RoundRecord(1, {}, {}, "extract.predict", "Extract.", [unscored(), unscored()], False, 0.5, 3)
+    scored = RoundRecord(2, {}, {}, "extract.predict", "Extract.", [
+        CandidateRecord("Extract more.", 0.25, None, False, "rejected: minibatch", status="rejected"),
+        unscored()], False, 0.5, 3)
+    assert untested.untested and not scored.untested and not record(False).untested  # no candidates: it counts
+    policy, unbounded = StopPolicy(patience=2), budget(None)
+    assert policy.after(untested, unbounded) is None and policy.plateau == 0
+    assert policy.after(scored, unbounded) is None and policy.plateau == 1
+    assert policy.after(untested, unbounded) is None and policy.plateau == 1
+    assert policy.after(scored, unbounded) is StopReason.PLATEAU
 
 
 def test_the_budget_spent_or_cut_among_candidates_stops_it():
