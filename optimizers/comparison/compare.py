@@ -261,6 +261,12 @@ class CompareSummary:
                      "budget (calls), the time budget (time) or the optimizer's own stop (own); cost: the program's "
                      "LM calls per test conversation and prompt words per answer, by a dry run, the unoptimized "
                      "program's -> the optimized one's.")
+        spanned = [f"{row.optimizer} ({row.earlier_seconds:,.0f} s)" for row in self.rows if row.earlier_seconds]
+        if spanned:
+            lines.append("")
+            lines.append(f"Run over more than one sitting: {', '.join(spanned)} of model time in the earlier sittings, "
+                         "counted in wall s and against the time budget; the replies those sittings paid for are "
+                         "counted once more in LM calls.")
         return "\n".join(lines).lstrip() + "\n"
 
 

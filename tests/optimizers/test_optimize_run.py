@@ -229,6 +229,9 @@ def test_a_row_cut_mid_way_resumes_without_the_model_and_spends_the_budget_it_wo
     same = ("optimized_accuracy", "changed_predictors", "cached_calls", "tokens", "paired")
     assert [getattr(resumed, k) for k in same] == [getattr(whole, k) for k in same]
     assert 0 < resumed.earlier_seconds <= resumed.seconds  # the first sitting's model time is in the row's time
+    table = (tmp_path / "cut" / "compare.md").read_text()
+    assert "Run over more than one sitting: blame_response (" in table
+    assert "more than one sitting" not in (tmp_path / "whole" / "compare.md").read_text()
 
     # the first sitting's time counts against the row's time limit too: had it spent the hour, none is left
     with sqlite3.connect(tmp_path / "slow" / "replies" / "blame_response.sqlite") as db:
