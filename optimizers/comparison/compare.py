@@ -419,6 +419,7 @@ def compare_optimizers(request: CompareRequest, *, models: Models | None = None,
     for cases in (case_refs(train), case_refs(val)):  # the seed's answers every row starts from
         tester.evaluate(student, cases)
     before = tester.evaluate(student, test_cases)
+    learn_replies(models)  # the warm-up's reply lengths, kept before a row that may outlast the sitting
     baseline = before.accuracy
     log.info("%s: held-out accuracy before optimizing %.3f", request.system, baseline)
     rows: list[CompareRow] = []

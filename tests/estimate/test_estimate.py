@@ -144,6 +144,25 @@ def test_a_run_keeps_how_long_the_models_replies_were_for_the_next_estimate(samp
     assert learned.replies["answer"][1] > 40 and after.completion_tokens > before.completion_tokens
 
 
+def test_a_comparison_keeps_its_warm_ups_reply_lengths_before_its_first_row(tmp_path: Path, monkeypatch):
+    from memtrace_opt.optimizers.comparison import compare
+    from memtrace_opt.optimizers.comparison.compare import CompareRequest, compare_optimizers
+
+    monkeypatch.setenv("MEMTRACE_CACHE_DIR", str(tmp_path / "cache"))
+    RateStore().put(Rates(100.0, 10.0, 1.0, model=model_key(ModelSpec(model="fake")), machine=machine_id()))
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt  # the sitting ends as the first row starts
+
+    monkeypatch.setattr(compare, "_row", cut)
+    request = CompareRequest(system="rag", data="sample", out=tmp_path / "cmp", split="0.4,0.3,0.3",
+                             optimizers=("bootstrap",), budget=10, program_settings={"embedder": "hash"})
+    with pytest.raises(KeyboardInterrupt):
+        compare_optimizers(request, models=Models(ModelRoles(task=ModelSpec(model="fake"))))
+    learned = RateStore().get("fake")
+    assert learned is not None and learned.replies.get("answer", [0])[0] > 0
+
+
 def _splits(sample, split: str = "0.4,0.3,0.3"):
     return make_splits(sample, train=None, val=None, test=None, split=split, per_split=None, seed=0)
 
