@@ -31,8 +31,6 @@ import dspy
 __all__ = ["RATES_SCHEMA", "Rates", "RateStore", "rates_path", "machine_id", "model_key", "measure_rates",
            "known_rates", "words"]
 
-log = logging.getLogger(__name__)
-
 RATES_SCHEMA = 1
 LEARNED_CALLS = 200  # earlier calls a learned reply length weighs at most (`RateStore.learn`)
 _SPEED_LEVERS = ("n_threads", "n_threads_batch", "n_batch", "flash_attn")  # what changes an embedded model's rates
@@ -138,7 +136,7 @@ class RateStore:
     def learn(self, model: str, observed: dict[str, tuple[int, int]], machine: str | None = None) -> bool:
         """Folds `observed` (call shape -> live calls, reply tokens) into the reply lengths of `model`'s stored
         rates; False (nothing written) when none are stored. The mean weighs at most `LEARNED_CALLS` earlier calls,
-        so it follows a model whose replies change."""
+        so it follows a model whose replies change. A file that cannot be written raises OSError, as `put` does."""
         observed = {shape: seen for shape, seen in observed.items() if seen[0] > 0}
         machines = self._read()
         entry = machines.get(machine or machine_id(), {}).get(model)
@@ -153,11 +151,7 @@ class RateStore:
                 known, mean = min(int(before[0]), LEARNED_CALLS), float(before[1])
             replies[shape] = [known + calls, round((known * mean + tokens) / (known + calls), 1)]
         entry["replies"] = replies
-        try:
-            self._write(machines)
-        except OSError as error:  # an estimate is a courtesy: a read-only cache never stops a job
-            log.warning("reply lengths not kept: %s", error)
-            return False
+        self._write(machines)
         return True
 
     def _write(self, machines: dict[str, Any]) -> Path:

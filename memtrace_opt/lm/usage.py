@@ -146,6 +146,7 @@ class RoleLM(dspy.LM):
         self.reply_cache = reply_cache  # None: every call goes to DSPy (`reply_cache.py`)
 
     def _finish(self, capture: _CallCapture, started: float, failed: bool, messages: Any = None) -> None:
+        live = capture.reported and not failed  # only a live reply's length is kept: its shape is parsed for it alone
         self.usage.record(
             self.role,
             prompt_tokens=capture.prompt_tokens,
@@ -153,7 +154,7 @@ class RoleLM(dspy.LM):
             seconds=time.perf_counter() - started,
             cached=not capture.reported and not failed,
             failed=failed,
-            shape=call_shape(messages),
+            shape=call_shape(messages) if live else None,
         )
 
     def __call__(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:

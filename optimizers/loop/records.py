@@ -32,6 +32,7 @@ import dspy
 
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.optimizers.core.candidate import DEMOS, REFLECTION, Candidate
+from memtrace_opt.optimizers.core.decision import Status
 
 __all__ = ["PLAN_SCHEMA_VERSION", "CandidateRecord", "OptimizationResult", "PhaseCost", "RoundPhase", "RoundPlan",
            "RoundRecord", "redact_storage"]
@@ -240,7 +241,7 @@ class RoundRecord:
         """Whether the round proposed candidates but could afford to score none of them (each `not_validated`, with
         no local, minibatch or validation score): it says nothing of a plateau (`StopPolicy.after`)."""
         return bool(self.candidates) and not self.accepted and all(
-            c.status == "not_validated" and c.local is None and c.minibatch_score is None and c.val_score is None
+            c.status == Status.NOT_VALIDATED.value and c.local is None and c.minibatch_score is None and c.val_score is None
             for c in self.candidates)
 
     @property
