@@ -43,14 +43,14 @@ from memtrace_opt.memory import LMOperation, Operation, OpRole, role_for_name
 from memtrace_opt.metrics import score_answer
 from memtrace_opt.metrics.text import answer_tokens
 from memtrace_opt.optimizers.core.evidence import prompt_fields, without_adapter_tail
-from memtrace_opt.optimizers.evaluation.adapter import MemoryAdapter
+from memtrace_opt.optimizers.evaluation.adapter import CHARS_PER_TOKEN, MemoryAdapter
 from memtrace_opt.optimizers.evaluation.cached import CaseResult, EvalResult
 from memtrace_opt.optimizers.evaluation.carry import TARGET_SHARE, item_share
 from memtrace_opt.optimizers.evaluation.evidence import GraphCache, op_event
 from memtrace_opt.optimizers.evaluation.memo import ReplayMemo
 
 __all__ = ["GOLD_ERROR_TARGETS", "LOCAL_SET_VERSION", "KeepsLive", "LocalCall", "LocalSet", "LocalTarget",
-           "ReplyReader", "build_local_set", "made_from", "predictor_op"]
+           "ReplyReader", "RerendersCalls", "build_local_set", "made_from", "predictor_op", "rerenders"]
 
 LOCAL_SET_VERSION = 1
 GOLD_ERROR_TARGETS = "gold_error"  # `excluded`'s count of targets left out: questions found to be GoldError
@@ -65,6 +65,30 @@ class KeepsLive(Protocol):
     missing, a value that does not parse). It must not raise."""
 
     def live_after(self, fields: Mapping[str, str], outputs: Mapping[str, Any]) -> list[str] | None: ...
+
+
+@runtime_checkable
+class RerendersCalls(Protocol):
+    """An LM op whose prompt another library builds (`LMOperation.adapter_prompt` False) that can still re-run one
+    of its recorded calls under another instruction: `rerender(prompt, instruction)` gives the messages the library
+    would send for the call whose recorded user message is `prompt` (None where it cannot say),
+    `prompt_head(instruction)` the part of those messages no call changes (the library's system prompt) with the
+    instruction's part, `read_outputs(reply)` the reply as the library reads it (None: it reads nothing),
+    `call_options()` the options of the library's calls (its reply cap). None of them may raise."""
+
+    def rerender(self, prompt: str, instruction: str) -> list[dict[str, str]] | None: ...
+
+    def prompt_head(self, instruction: str) -> list[dict[str, str]]: ...
+
+    def read_outputs(self, reply: str) -> dict[str, Any] | None: ...
+
+    def call_options(self) -> dict[str, Any]: ...
+
+
+def rerenders(op: Any) -> bool:
+    """Whether a recorded call of `op` can be re-run under another instruction: a DSPy adapter prompt, or a
+    library's prompt the op can re-render (`RerendersCalls`)."""
+    return op is not None and (getattr(op, "adapter_prompt", True) or isinstance(op, RerendersCalls))
 
 
 @dataclass(frozen=True)
@@ -296,7 +320,7 @@ class CallReading:
 def read_reply(role: OpRole, op: Operation | None, parsed: ReplyReader, prompt: str, reply: str) -> CallReading:
     """`reply` to the call shown `prompt`, read for its targets: what it leaves live (an update op that can say,
     `KeepsLive`), else its output fields in parts."""
-    outputs = parsed.outputs(reply)
+    outputs = op.read_outputs(reply) if isinstance(op, RerendersCalls) else parsed.outputs(reply)
     if outputs is None:
         return CallReading((), "", 0)
     parts = [part for value in outputs.values() for part in value_parts(value)]
@@ -313,10 +337,10 @@ def build_local_set(program: dspy.Module, predictor: str, evaluation: EvalResult
                     *, max_calls: int | None = None) -> LocalSet:
     """The local set of `predictor` of `program` in `evaluation`'s traced runs (module doc); at most `max_calls`
     calls (the earliest first). Empty for an op that retrieves, deletes or does nothing a target can say, and for
-    one whose calls cannot be re-run under another instruction (`LMOperation.adapter_prompt` False)."""
+    one whose calls cannot be re-run under another instruction (`rerenders`)."""
     op = predictor_op(program, predictor)
     role = op_role(op) or OpRole.NONE
-    if role not in (OpRole.FORMS, OpRole.UPDATES, OpRole.ANSWERS) or not getattr(op, "adapter_prompt", True):
+    if role not in (OpRole.FORMS, OpRole.UPDATES, OpRole.ANSWERS) or not rerenders(op):
         return LocalSet(predictor, role)
     parsed = ReplyReader(program, predictor)
     graphs = GraphCache(evaluation)
@@ -344,8 +368,17 @@ def build_local_set(program: dspy.Module, predictor: str, evaluation: EvalResult
     if max_calls is not None and len(calls) > max_calls:
         excluded["over_max_calls"] += sum(len(c.targets) for c in calls[max_calls:])
         calls = calls[:max_calls]
-    return LocalSet(predictor, role, tuple(calls), dict(sorted(excluded.items())),
-                    MemoryAdapter.reply_chars(program, predictor))
+    return LocalSet(predictor, role, tuple(calls), dict(sorted(excluded.items())), _reply_chars(program, predictor, op))
+
+
+def _reply_chars(program: dspy.Module, predictor: str, op: Operation | None) -> int:
+    """The predictor's reply cap in characters: its call configuration's, else the library's calls' (an op that
+    re-renders a library's prompt); 0 for none."""
+    chars = MemoryAdapter.reply_chars(program, predictor)
+    if chars or not isinstance(op, RerendersCalls):
+        return chars
+    cap = op.call_options().get("max_tokens")
+    return int(cap) * CHARS_PER_TOKEN if cap else 0
 
 
 def _target(case: CaseResult) -> LocalTarget:

@@ -2,7 +2,8 @@
 by re-running only those calls, one LM call each, with no replay of the conversation.
 
 Each call of the set is re-run with the prompt it was recorded with (its user message) under the candidate's
-system message and demos, and its reply read as the op reads it. Per target (a question's needed information,
+system message and demos, and its reply read as the op reads it; a call whose prompt a library built is re-rendered
+by its op as the library would build it under the candidate (`RerendersCalls`: Mem0 2.x's custom instructions). Per target (a question's needed information,
 or a repair's added facts) the score counts what the candidate `carried`, what it `fixed` (carried where the
 seed's reply did not) and `lost` (carried by the seed, not by it); a call whose output is larger than the largest
 the seed wrote on the set is `bloat` and carries nothing (an extraction that copies its window would "carry"
@@ -40,6 +41,7 @@ from memtrace_opt.optimizers.evaluation.local_set import (
     LocalCall,
     LocalSet,
     ReplyReader,
+    RerendersCalls,
     predictor_op,
     read_reply,
 )
@@ -187,12 +189,16 @@ class LocalObjective:
         head = self._head(program, candidate)
         prefix = hashlib.sha256(json.dumps([lm_name(self.lm), head], sort_keys=True).encode()).hexdigest()[:24]
         if self.threads == 1 or len(calls) < 2:
-            return [self._one(head, prefix, call) for call in calls]
+            return [self._one(head, prefix, call, candidate.instruction) for call in calls]
         with ThreadPoolExecutor(self.threads) as pool:
-            return list(pool.map(lambda call: self._one(head, prefix, call), calls))
+            return list(pool.map(lambda call: self._one(head, prefix, call, candidate.instruction), calls))
 
     def _head(self, program: dspy.Module, candidate: Candidate) -> list[dict[str, str]]:
-        """The system message and demo turns the candidate puts before each recorded user message."""
+        """The system message and demo turns the candidate puts before each recorded user message; for an op whose
+        prompt a library builds (`RerendersCalls`), the library's fixed part of it and the candidate's
+        (`prompt_head`). A call's key and price take this as the candidate's part of its prompt."""
+        if isinstance(self.op, RerendersCalls):
+            return self.op.prompt_head(candidate.instruction)
         target = dict(program.named_predictors())[self.local.predictor]
         signature = target.signature.with_instructions(candidate.instruction)
         demos = candidate.demo_list()
@@ -200,12 +206,12 @@ class LocalObjective:
         return [{"role": "system", "content": adapter.format_system_message(signature)},
                 *adapter.format_demos(signature, [dict(d) for d in (target.demos if demos is None else demos)])]
 
-    def _one(self, head: list[dict[str, str]], prefix: str, call: LocalCall) -> _CallResult:
+    def _one(self, head: list[dict[str, str]], prefix: str, call: LocalCall, instruction: str) -> _CallResult:
         key = hashlib.sha256(f"{prefix}\x1f{call.key}\x1f{call.prompt}".encode()).hexdigest()[:32]
         reply = self.book.get(key)
         live = reply is None
         if reply is None:
-            reply = self._ask(head, call)
+            reply = self._ask(head, call, instruction)
             self.book.put(key, reply)
         reading = read_reply(self.local.role, self.op, self.parsed, call.prompt, reply)
         limit = self.local.bloat_limit
@@ -214,13 +220,21 @@ class LocalObjective:
                         for t in call.targets)
         return _CallResult(carried, bloat, live)
 
-    def _ask(self, head: list[dict[str, str]], call: LocalCall) -> str:
+    def _ask(self, head: list[dict[str, str]], call: LocalCall, instruction: str) -> str:
         target = dict(self.program.named_predictors())[self.local.predictor]
         lm = self.lm if self.lm is not None else dspy.settings.lm
+        messages: list[dict[str, str]] | None = [*head, {"role": "user", "content": call.prompt}]
+        options = dict(target.config)
+        if isinstance(self.op, RerendersCalls):
+            messages, options = self.op.rerender(call.prompt, instruction), self.op.call_options()
+            if messages is None:
+                log.warning("local objective of %s on %s: the recorded prompt cannot be re-rendered",
+                            self.local.predictor, call.key)
+                return ""
         try:
             with warnings.catch_warnings():  # the message form is what DSPy's own adapters send (dspy is pinned)
                 warnings.simplefilter("ignore", DeprecationWarning)
-                outputs = lm(messages=[*head, {"role": "user", "content": call.prompt}], **dict(target.config))
+                outputs = lm(messages=messages, **options)
         except Exception as error:  # noqa: BLE001 - a failed call carries nothing; a spent budget is a BaseException
             log.warning("local objective of %s on %s: the call failed: %s", self.local.predictor, call.key, error)
             return ""

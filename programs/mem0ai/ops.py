@@ -34,6 +34,8 @@ from memtrace_opt.programs.common import AnswerOp
 __all__ = [
     "ADDITIVE_SEED",
     "Mem0Call",
+    "custom_instructions",
+    "with_custom_instructions",
     "AdditiveExtract",
     "ClassicExtractFacts",
     "ClassicUpdateDecision",
@@ -82,7 +84,7 @@ class Mem0Call(LMOperation):
 
     config_key: ClassVar[str]
     reply_key: ClassVar[str]  # what Mem0 reads from the reply's JSON
-    adapter_prompt = False  # Mem0 builds the prompt: no gate can re-render a recorded call under another instruction
+    adapter_prompt = False  # Mem0 builds the prompt: a gate re-renders a recorded call only where the op can (`rerender`)
 
     def __init__(self, seed: str, max_tokens: int) -> None:
         super().__init__()
@@ -135,13 +137,17 @@ class Mem0Call(LMOperation):
         log.warning("%s", message)
         return message
 
+    def call_options(self) -> dict[str, Any]:
+        """The options of each LLM call Mem0 makes through this op: its reply cap, and the JSON object Mem0 asks for."""
+        return {"max_tokens": self.max_tokens, "response_format": {"type": "json_object"}}
+
     def _ask(self, messages: list[dict[str, Any]]) -> str:
         lm = dspy.settings.lm
         if lm is None:
             raise RuntimeError("no task LM is configured (dspy.context(lm=...))")
         with warnings.catch_warnings():  # Mem0's messages go as the message dicts DSPy 3.4's adapters send too
             warnings.simplefilter("ignore", DeprecationWarning)
-            outputs = lm(messages=messages, max_tokens=self.max_tokens, response_format={"type": "json_object"})
+            outputs = lm(messages=messages, **self.call_options())
         first = outputs[0] if outputs else ""
         return str(first.get("text") or "") if isinstance(first, dict) else str(first)
 
@@ -167,10 +173,32 @@ class AdditiveExtract(Mem0Call):
 
     def mem0_value(self, default: str | None = None) -> str | None:
         """The custom instructions: the instruction without its seed line; None when nothing else is left."""
-        text = self.instruction.strip()
-        if text.startswith(ADDITIVE_SEED):
-            text = text[len(ADDITIVE_SEED):].strip()
-        return text or None
+        return custom_instructions(self.instruction)
+
+    def rerender(self, prompt: str, instruction: str) -> list[dict[str, str]] | None:
+        """The messages Mem0 sends for a recorded call whose user message is `prompt` when configured with
+        `instruction`'s custom instructions (`custom_instructions`): Mem0's system prompt, and `prompt` with its
+        "## Custom Instructions" section replaced (left out where `instruction` sets none). The rest of the prompt
+        (the memories and messages it showed, its dates) stays as recorded. None for a prompt not laid out as 2.x
+        lays it out (no "## Current Date" section, or no "# Output:" line after it)."""
+        from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT
+
+        user = with_custom_instructions(prompt, custom_instructions(instruction))
+        if user is None:
+            return None
+        return [{"role": "system", "content": ADDITIVE_EXTRACTION_PROMPT}, {"role": "user", "content": user}]
+
+    def prompt_head(self, instruction: str) -> list[dict[str, str]]:
+        """Mem0's system prompt and the custom instructions section `instruction` adds to each call's user message."""
+        from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT
+
+        custom = custom_instructions(instruction)
+        return [{"role": "system", "content": ADDITIVE_EXTRACTION_PROMPT},
+                {"role": "user", "content": f"{_CUSTOM.strip()}\n{custom}" if custom else ""}]
+
+    def read_outputs(self, reply: str) -> dict[str, Any] | None:
+        """A reply as Mem0 reads it (`parse`); None for one it reads nothing from (`unread`)."""
+        return self.parse(reply) if _read(reply, self.reply_key)[1] is None else None
 
     def parse(self, reply: str) -> dict[str, Any]:
         """`memories`: the texts Mem0 goes on to embed and store (items that are objects with a text)."""
@@ -181,6 +209,39 @@ class AdditiveExtract(Mem0Call):
     def render(self, outputs: dspy.Prediction) -> str:
         memories = [{"id": str(i), "text": text} for i, text in enumerate(outputs.get("memories") or [])]
         return json.dumps({"memory": memories}, ensure_ascii=False)
+
+
+def custom_instructions(instruction: str) -> str | None:
+    """What 2.x is configured with for the extraction's `instruction`: its lines after the seed line
+    (`ADDITIVE_SEED`), or all of it when it does not start with that line; None when nothing is left."""
+    text = instruction.strip()
+    if text.startswith(ADDITIVE_SEED):
+        text = text[len(ADDITIVE_SEED):].strip()
+    return text or None
+
+
+_DATE = "\n\n## Current Date\n"
+_CUSTOM = "\n\n## Custom Instructions\n"
+_AFTER_CUSTOM = ("\n\n## Language Requirement\n", "\n\n# Output:")  # what 2.x puts after the custom instructions
+
+
+def with_custom_instructions(prompt: str, custom: str | None) -> str | None:
+    """2.x's extraction user message `prompt` with `custom` as its custom instructions: the section after the
+    current date replaced, added or (`custom` None) removed, as `generate_additive_extraction_prompt` lays them out
+    (sections joined by a blank line, the date one line). None where `prompt` is not laid out so."""
+    at = prompt.rfind(_DATE)
+    end = prompt.find("\n\n", at + len(_DATE)) if at >= 0 else -1
+    if end < 0:
+        return None
+    rest = prompt[end:]
+    if rest.startswith(_CUSTOM):
+        found = [i for i in (rest.find(_AFTER_CUSTOM[0]), rest.rfind(_AFTER_CUSTOM[1])) if i > 0]
+        if not found:
+            return None
+        rest = rest[min(found):]
+    if not any(rest.startswith(mark) for mark in _AFTER_CUSTOM):
+        return None
+    return prompt[:end] + (f"{_CUSTOM}{custom}" if custom else "") + rest
 
 
 # 1.0.x ----------------------------------------------------------------------------------------------------------

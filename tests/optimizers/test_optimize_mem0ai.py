@@ -1,5 +1,6 @@
-"""`memtrace optimize --system mem0ai`: the loop rewrites only what Mem0 lets a user set, and writes the Mem0
-configuration beside program.json; Mem0 accepts that configuration and uses it on the next run."""
+"""`memtrace optimize --system mem0ai`: the loop rewrites only what Mem0 lets a user set, scores a candidate on
+Mem0's recorded extraction calls re-rendered under it, and writes the Mem0 configuration beside program.json; Mem0
+accepts that configuration and uses it on the next run."""
 
 from __future__ import annotations
 
@@ -36,7 +37,12 @@ def test_optimize_writes_a_mem0_configuration_the_library_takes_and_uses(tmp_pat
     assert summary.best_val > summary.baseline_val  # the custom instructions about dates fixed the dated facts
     manifest = json.loads((out / "manifest.json").read_text())
     assert set(manifest["instructions"]["after"]) == {"extract.predict", "answer.predict"}
-    assert manifest["rounds"][0]["chosen_predictor"] == "extract.predict"
+    first = manifest["rounds"][0]
+    assert first["chosen_predictor"] == "extract.predict"
+    # Mem0 builds the prompt, yet the recorded extraction calls were re-run under the candidate (re-rendered)
+    assert first["local_set"]["calls"] > 0
+    scored = [c for c in first["candidates"] if c.get("local")]
+    assert scored and scored[0]["local"]["lm_calls"] > 0 and scored[0]["local"]["fixed"] > scored[0]["local"]["lost"]
     written = json.loads((out / "mem0_config.json").read_text())
     assert written == {"custom_instructions": FIX.strip()}  # only what Mem0 lets a user set
 

@@ -149,6 +149,26 @@ def test_custom_instructions_set_by_a_rewrite_reach_mem0s_prompt(sample):
     assert settings.mem0_config() == {"custom_instructions": rule}
 
 
+def test_a_recorded_extraction_re_rendered_under_a_rewrite_is_the_prompt_mem0_builds_with_it(sample):
+    rule = "Keep every date, resolved to an absolute date.\n\nName the person each memory is about."
+    seeded = make_program("mem0ai")
+    rewritten = with_instruction(seeded, "extract.predict", f"{seeded.extract.instruction}\n{rule}")
+    sent = []
+    for program in (seeded, rewritten):
+        engine = FakeEngine(skills=default_skills())
+        with dspy.context(lm=fake_lm(engine=engine)):
+            trace_conversation(program, sample, sample.questions[:1])
+        sent.append([list(c.messages) for c in engine.calls if "Memory Extractor" in c.messages[0]["content"]][0])
+    seed_messages, rule_messages = sent  # the first add(): no existing memory, so only the instructions differ
+    assert seed_messages != rule_messages
+    assert seeded.extract.rerender(seed_messages[-1]["content"], rewritten.extract.instruction) == rule_messages
+    assert rewritten.extract.rerender(rule_messages[-1]["content"], seeded.extract.instruction) == seed_messages
+    assert seeded.extract.rerender("Extract facts from: hello", rewritten.extract.instruction) is None  # not 2.x's
+    reply = json.dumps({"memory": [{"id": "0", "text": "Theo adopted a dog"}]})
+    assert seeded.extract.read_outputs(reply) == {"memories": ["Theo adopted a dog"]}
+    assert seeded.extract.read_outputs(reply[:-3]) is None  # cut mid-JSON: Mem0 reads nothing
+
+
 def test_without_the_library_the_system_names_the_install_command(monkeypatch, capsys):
     monkeypatch.setattr(_library, "installed_version", lambda: None)
     with pytest.raises(ConfigError, match=r"pip install 'memtrace-opt\[mem0ai\]'"):
