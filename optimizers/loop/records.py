@@ -238,9 +238,15 @@ class RoundRecord:
 
     @property
     def untested(self) -> bool:
-        """Whether the round proposed candidates but could afford to score none of them (each `not_validated`, with
-        no local, minibatch or validation score): it says nothing of a plateau (`StopPolicy.after`)."""
-        return bool(self.candidates) and not self.accepted and all(
+        """Whether the round tried nothing for want of its share of the budget: it proposed candidates but could
+        afford to score none of them (each `not_validated`, with no local, minibatch or validation score), or it
+        has no candidate because its share paid for no proposal or settings trial (a phase `skipped` for it). Such
+        a round says nothing of a plateau (`StopPolicy.after`)."""
+        if self.accepted:
+            return False
+        if not self.candidates:
+            return any(p.skipped and p.phase in (RoundPhase.PROPOSALS, RoundPhase.SETTINGS) for p in self.phases)
+        return all(
             c.status == Status.NOT_VALIDATED.value and c.local is None and c.minibatch_score is None and c.val_score is None
             for c in self.candidates)
 

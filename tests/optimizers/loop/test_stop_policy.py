@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from parts import budget, spend
 
 from memtrace_opt.optimizers import RoundRecord, StopPolicy, StopReason
-from memtrace_opt.optimizers.loop.records import CandidateRecord
+from memtrace_opt.optimizers.loop.records import CandidateRecord, PhaseCost, RoundPhase
 
 
 def record(accepted: bool) -> RoundRecord:
@@ -22,7 +23,7 @@ def test_patience_rounds_without_a_change_stop_it_and_a_change_resets_the_count(
     assert policy.after(record(False), unbounded) is StopReason.PLATEAU
 
 
-def test_a_round_whose_share_scored_no_candidate_is_no_round_of_a_plateau():
+def test_a_round_whose_share_scored_no_candidate_or_paid_for_none_is_no_round_of_a_plateau():
     def unscored(why: str = "not scored: 24 LM calls left to the round, it needs 25") -> CandidateRecord:
         return CandidateRecord("Answer better.", None, None, False, why, status="not_validated")
 
@@ -31,6 +32,10 @@ def test_a_round_whose_share_scored_no_candidate_is_no_round_of_a_plateau():
         CandidateRecord("Extract more.", 0.25, None, False, "rejected: minibatch", status="rejected"),
         unscored()], False, 0.5, 3)
     assert untested.untested and not scored.untested and not record(False).untested  # no candidates: it counts
+    unpaid = RoundRecord(4, {}, {}, "rag.retrieve", None, [], False, 0.5, 0, phases=[
+        PhaseCost(RoundPhase.SETTINGS, estimated_calls=30, skipped="its slice of the round pays for no trial")])
+    ran = replace(unpaid, phases=[PhaseCost(RoundPhase.SETTINGS, calls=12)])  # a trial ran and proposed nothing
+    assert unpaid.untested and not ran.untested
     policy, unbounded = StopPolicy(patience=2), budget(None)
     assert policy.after(untested, unbounded) is None and policy.plateau == 0
     assert policy.after(scored, unbounded) is None and policy.plateau == 1
