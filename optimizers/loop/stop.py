@@ -36,8 +36,8 @@ class StopReason(str, Enum):
 class StopPolicy:
     """Stop after `patience` rounds in a row without an accepted change, when no call (or too few for the
     cheapest validation, `least_validation` calls) is left, or past the deadline; `MAX_ROUNDS` is the reason when
-    the loop runs out of rounds. A round whose share of the budget scored none of its candidates
-    (`RoundRecord.untested`) is no round of a plateau: the rounds after it get a larger share."""
+    the loop runs out of rounds. A round whose share of the budget scored none of its candidates, or paid for none
+    (`RoundRecord.untested`), is no round of a plateau: the rounds after it get a larger share."""
 
     patience: int
     least_validation: int = 0
