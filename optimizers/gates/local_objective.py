@@ -2,9 +2,9 @@
 by re-running only those calls, one LM call each, with no replay of the conversation.
 
 Each call of the set is re-run with the prompt it was recorded with (its user message) under the candidate's
-system message and demos, and its reply read as the op reads it; a call whose prompt a library built is re-rendered
-by its op as the library would build it under the candidate (`RerendersCalls`: Mem0 2.x's custom instructions). Per target (a question's needed information,
-or a repair's added facts) the score counts what the candidate `carried`, what it `fixed` (carried where the
+system message and demos, and its reply read as the op reads it; a call whose prompt a library built is
+re-rendered by its op as the library would build it under the candidate (`RerendersCalls`: Mem0 2.x's custom
+instructions). Per target (a question's needed information, or a repair's added facts) the score counts what the candidate `carried`, what it `fixed` (carried where the
 seed's reply did not) and `lost` (carried by the seed, not by it); a call whose output is larger than the largest
 the seed wrote on the set is `bloat` and carries nothing (an extraction that copies its window would "carry"
 everything and ruin retrieval). The calls a candidate was made from (`Candidate.built_from`: the repaired call
@@ -221,16 +221,16 @@ class LocalObjective:
         return _CallResult(carried, bloat, live)
 
     def _ask(self, head: list[dict[str, str]], call: LocalCall, instruction: str) -> str:
-        target = dict(self.program.named_predictors())[self.local.predictor]
         lm = self.lm if self.lm is not None else dspy.settings.lm
-        messages: list[dict[str, str]] | None = [*head, {"role": "user", "content": call.prompt}]
-        options = dict(target.config)
         if isinstance(self.op, RerendersCalls):
             messages, options = self.op.rerender(call.prompt, instruction), self.op.call_options()
             if messages is None:
                 log.warning("local objective of %s on %s: the recorded prompt cannot be re-rendered",
                             self.local.predictor, call.key)
                 return ""
+        else:
+            target = dict(self.program.named_predictors())[self.local.predictor]
+            messages, options = [*head, {"role": "user", "content": call.prompt}], dict(target.config)
         try:
             with warnings.catch_warnings():  # the message form is what DSPy's own adapters send (dspy is pinned)
                 warnings.simplefilter("ignore", DeprecationWarning)

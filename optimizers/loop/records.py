@@ -246,9 +246,8 @@ class RoundRecord:
             return False
         if not self.candidates:
             return any(p.skipped and p.phase in (RoundPhase.PROPOSALS, RoundPhase.SETTINGS) for p in self.phases)
-        return all(
-            c.status == Status.NOT_VALIDATED.value and c.local is None and c.minibatch_score is None and c.val_score is None
-            for c in self.candidates)
+        return all(c.status == Status.NOT_VALIDATED.value and c.local is None and c.minibatch_score is None
+                   and c.val_score is None for c in self.candidates)
 
     @property
     def phase(self) -> RoundPhase | None:

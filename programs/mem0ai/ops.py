@@ -84,7 +84,7 @@ class Mem0Call(LMOperation):
 
     config_key: ClassVar[str]
     reply_key: ClassVar[str]  # what Mem0 reads from the reply's JSON
-    adapter_prompt = False  # Mem0 builds the prompt: a gate re-renders a recorded call only where the op can (`rerender`)
+    adapter_prompt = False  # Mem0 builds the prompt: a recorded call is re-run only where the op re-renders it
 
     def __init__(self, seed: str, max_tokens: int) -> None:
         super().__init__()
@@ -181,20 +181,13 @@ class AdditiveExtract(Mem0Call):
         "## Custom Instructions" section replaced (left out where `instruction` sets none). The rest of the prompt
         (the memories and messages it showed, its dates) stays as recorded. None for a prompt not laid out as 2.x
         lays it out (no "## Current Date" section, or no "# Output:" line after it)."""
-        from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT
-
         user = with_custom_instructions(prompt, custom_instructions(instruction))
-        if user is None:
-            return None
-        return [{"role": "system", "content": ADDITIVE_EXTRACTION_PROMPT}, {"role": "user", "content": user}]
+        return None if user is None else [_system_message(), {"role": "user", "content": user}]
 
     def prompt_head(self, instruction: str) -> list[dict[str, str]]:
         """Mem0's system prompt and the custom instructions section `instruction` adds to each call's user message."""
-        from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT
-
         custom = custom_instructions(instruction)
-        return [{"role": "system", "content": ADDITIVE_EXTRACTION_PROMPT},
-                {"role": "user", "content": f"{_CUSTOM.strip()}\n{custom}" if custom else ""}]
+        return [_system_message(), {"role": "user", "content": f"{_CUSTOM.strip()}\n{custom}" if custom else ""}]
 
     def read_outputs(self, reply: str) -> dict[str, Any] | None:
         """A reply as Mem0 reads it (`parse`); None for one it reads nothing from (`unread`)."""
@@ -218,6 +211,13 @@ def custom_instructions(instruction: str) -> str | None:
     if text.startswith(ADDITIVE_SEED):
         text = text[len(ADDITIVE_SEED):].strip()
     return text or None
+
+
+def _system_message() -> dict[str, str]:
+    """2.x's extraction system message (a memory scoped by user, as the adapter's is)."""
+    from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT
+
+    return {"role": "system", "content": ADDITIVE_EXTRACTION_PROMPT}
 
 
 _DATE = "\n\n## Current Date\n"
