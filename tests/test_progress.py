@@ -151,6 +151,23 @@ def test_the_meter_counts_calls_since_watched_and_measures_the_eta():
     assert "10 LM calls" in status.line() and "ETA 2:30" in status.line()
 
 
+def test_cache_hits_are_shown_apart_and_never_pace_the_eta():
+    clock, usage = FakeClock(), UsageTracker()
+    meter = progress.Meter(clock)
+    meter.watch(usage)
+    meter.expect(progress.Expected(seconds=100.0, lm_calls=20))
+    for _ in range(30):
+        usage.record("task", cached=True)  # a resumed run replays its replies: no model time, no budget
+    for _ in range(4):
+        usage.record("task", prompt_tokens=100, completion_tokens=10)
+    clock.now += 20.0
+    status = meter.status()
+    assert (status.lm_calls, status.cached_calls) == (4, 30)
+    assert "4 LM calls (+30 cached)" in status.line()
+    assert status.eta == pytest.approx(16 * 5.0)  # 16 live calls left at 5 s each, not 30 hits counted as done
+    assert "(+30 cached)" in progress.summary_line(status)
+
+
 
 def test_a_second_estimate_is_measured_from_when_it_was_given():
     clock, usage = FakeClock(), UsageTracker()

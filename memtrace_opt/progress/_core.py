@@ -49,7 +49,8 @@ class Phase:
     counts: tuple[str, ...] = STEPS
     level: int = 0
     started: float = 0.0
-    calls_at_start: int = 0
+    calls_at_start: int = 0  # the meter's live LM calls and cache hits when the phase started
+    cached_at_start: int = 0
     done: int = 0
     by_unit: dict[str, int] = field(default_factory=dict)
 
@@ -76,8 +77,8 @@ class Expected:
 
 @dataclass(frozen=True)
 class Status:
-    """The job at one moment: elapsed seconds, LM usage so far, the token rate over the last minute, and the
-    seconds left (None without an estimate)."""
+    """The job at one moment: elapsed seconds, LM usage so far (`lm_calls` reached the model, `cached_calls` were
+    served from a cache), the token rate over the last minute, and the seconds left (None without an estimate)."""
 
     elapsed: float
     lm_calls: int = 0
@@ -86,9 +87,10 @@ class Status:
     tokens_per_s: float | None = None
     eta: float | None = None
     estimate: float | None = None
+    cached_calls: int = 0
 
     def line(self) -> str:
-        parts = [f"elapsed {clock_text(self.elapsed)}", f"{self.lm_calls} LM calls"]
+        parts = [f"elapsed {clock_text(self.elapsed)}", calls_text(self.lm_calls, self.cached_calls)]
         if self.tokens_per_s is not None:
             parts.append(f"{self.tokens_per_s:,.0f} tokens/s")
         if self.eta is not None:
@@ -96,6 +98,12 @@ class Status:
         if self.estimate is not None:
             parts.append(f"estimate {clock_text(self.estimate)}")
         return " · ".join(parts)
+
+
+def calls_text(live: int, cached: int) -> str:
+    """`(12, 0)` -> "12 LM calls", `(12, 30)` -> "12 LM calls (+30 cached)": cache hits cost no model time and
+    no budget, so they are never counted as calls."""
+    return f"{live} LM calls" + (f" (+{cached} cached)" if cached else "")
 
 
 def clock_text(seconds: float) -> str:
@@ -122,7 +130,7 @@ class Meter:
         self.started = clock()
         self._lock = threading.Lock()
         self._sources: list[UsageSource] = []
-        self._base: dict[int, tuple[int, int, int]] = {}  # what each tracker held when watched
+        self._base: dict[int, tuple[int, int, int, int]] = {}  # what each tracker held when watched
         self._samples: deque[tuple[float, int]] = deque()
         self.expected: Expected | None = None
         self._expected_at: tuple[float, int] = (self.started, 0)  # the clock and the calls when it was given
@@ -140,16 +148,24 @@ class Meter:
         self.expected = expected
 
     def usage(self) -> tuple[int, int, int]:
-        """(LM calls, prompt tokens, completion tokens) since each tracker was watched."""
+        """(LM calls that reached the model, prompt tokens, completion tokens) since each tracker was watched."""
+        return self._since_watched()[:3]
+
+    def cached(self) -> int:
+        """LM calls served from a cache since each tracker was watched."""
+        return self._since_watched()[3]
+
+    def _since_watched(self) -> tuple[int, int, int, int]:
         with self._lock:
             sources = list(self._sources)
             base = [self._base[id(s)] for s in sources]
         now = _totals(sources)
-        return (now[0] - sum(b[0] for b in base), now[1] - sum(b[1] for b in base), now[2] - sum(b[2] for b in base))
+        return (now[0] - sum(b[0] for b in base), now[1] - sum(b[1] for b in base),
+                now[2] - sum(b[2] for b in base), now[3] - sum(b[3] for b in base))
 
     def status(self) -> Status:
         now = self.clock()
-        calls, prompt, completion = self.usage()
+        calls, prompt, completion, cached = self._since_watched()
         tokens = prompt + completion
         with self._lock:
             self._samples.append((now, tokens))
@@ -161,17 +177,20 @@ class Meter:
         expected, (expected_t, expected_calls) = self.expected, self._expected_at
         return Status(elapsed, calls, prompt, completion, rate,
                       _eta(expected, calls - expected_calls, now - expected_t),
-                      expected.seconds if expected is not None else None)
+                      expected.seconds if expected is not None else None, cached)
 
 
-def _totals(sources: Sequence[UsageSource]) -> tuple[int, int, int]:
-    calls = prompt = completion = 0
+def _totals(sources: Sequence[UsageSource]) -> tuple[int, int, int, int]:
+    """(live calls, prompt tokens, completion tokens, cache hits) of the trackers now."""
+    calls = prompt = completion = cached = 0
     for source in sources:
         for usage in source.snapshot().values():
-            calls += int(getattr(usage, "calls", 0))
+            hits = int(getattr(usage, "cache_hits", 0))
+            calls += int(getattr(usage, "calls", 0)) - hits
+            cached += hits
             prompt += int(getattr(usage, "prompt_tokens", 0))
             completion += int(getattr(usage, "completion_tokens", 0))
-    return calls, prompt, completion
+    return calls, prompt, completion, cached
 
 
 def _eta(expected: Expected | None, calls: int, elapsed: float) -> float | None:
@@ -248,7 +267,7 @@ class _Session:
     def start(self, phase: Phase) -> Phase:
         with self.lock:
             phase.started = self.meter.clock()
-            phase.calls_at_start = self.meter.usage()[0]
+            phase.calls_at_start, phase.cached_at_start = self.meter.usage()[0], self.meter.cached()
             self.open.append(phase)
             self.call("start", phase)
         return phase

@@ -13,14 +13,22 @@ from rich.console import Console, RenderableType
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from memtrace_opt.progress._core import Meter, NullReporter, Phase, ProgressReporter, Status, clock_text
+from memtrace_opt.progress._core import (
+    Meter,
+    NullReporter,
+    Phase,
+    ProgressReporter,
+    Status,
+    calls_text,
+    clock_text,
+)
 
 __all__ = ["TerminalReporter", "LogReporter", "for_stderr", "summary_line"]
 
 
 def summary_line(status: Status) -> str:
     """The job's last line: its time, LM calls and rate, beside the estimate when there was one."""
-    text = f"done in {clock_text(status.elapsed)} · {status.lm_calls} LM calls"
+    text = f"done in {clock_text(status.elapsed)} · {calls_text(status.lm_calls, status.cached_calls)}"
     if status.tokens_per_s is not None:
         text += f" · {status.tokens_per_s:,.0f} tokens/s"
     if status.estimate is not None:
@@ -30,9 +38,9 @@ def summary_line(status: Status) -> str:
 
 def _phase_done(phase: Phase, meter: Meter) -> str:
     count = phase.count_text()
-    calls = meter.usage()[0] - phase.calls_at_start
+    calls = calls_text(meter.usage()[0] - phase.calls_at_start, meter.cached() - phase.cached_at_start)
     return (f"{phase.name}: done" + (f", {count}" if count else "")
-            + f" in {clock_text(meter.clock() - phase.started)}, {calls} LM calls")
+            + f" in {clock_text(meter.clock() - phase.started)}, {calls}")
 
 
 class _LiveProgress(Progress):
