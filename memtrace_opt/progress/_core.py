@@ -151,9 +151,10 @@ class Meter:
         """(LM calls that reached the model, prompt tokens, completion tokens) since each tracker was watched."""
         return self._since_watched()[:3]
 
-    def cached(self) -> int:
-        """LM calls served from a cache since each tracker was watched."""
-        return self._since_watched()[3]
+    def calls(self) -> tuple[int, int]:
+        """(LM calls that reached the model, calls a cache served) since each tracker was watched, read at once."""
+        live, _, _, cached = self._since_watched()
+        return live, cached
 
     def _since_watched(self) -> tuple[int, int, int, int]:
         with self._lock:
@@ -267,7 +268,7 @@ class _Session:
     def start(self, phase: Phase) -> Phase:
         with self.lock:
             phase.started = self.meter.clock()
-            phase.calls_at_start, phase.cached_at_start = self.meter.usage()[0], self.meter.cached()
+            phase.calls_at_start, phase.cached_at_start = self.meter.calls()
             self.open.append(phase)
             self.call("start", phase)
         return phase

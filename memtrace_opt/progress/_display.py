@@ -38,7 +38,8 @@ def summary_line(status: Status) -> str:
 
 def _phase_done(phase: Phase, meter: Meter) -> str:
     count = phase.count_text()
-    calls = calls_text(meter.usage()[0] - phase.calls_at_start, meter.cached() - phase.cached_at_start)
+    live, cached = meter.calls()
+    calls = calls_text(live - phase.calls_at_start, cached - phase.cached_at_start)
     return (f"{phase.name}: done" + (f", {count}" if count else "")
             + f" in {clock_text(meter.clock() - phase.started)}, {calls}")
 
