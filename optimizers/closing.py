@@ -20,7 +20,7 @@ from memtrace_opt.optimizers.loop.records import CandidateRecord, RoundPhase, Ro
 from memtrace_opt.optimizers.loop.stop import StopReason
 from memtrace_opt.rundir import RunDir
 
-__all__ = ["ROUNDS_ANCHOR", "FAILURES_ANCHOR", "MAX_ROUND_LINES", "closing_lines"]
+__all__ = ["ROUNDS_ANCHOR", "FAILURES_ANCHOR", "MAX_ROUND_LINES", "closing_lines", "rounds_lines"]
 
 ROUNDS_ANCHOR = "optimize"  # report.html's section with every round, its candidates and the accepted diffs
 FAILURES_ANCHOR = "failures"  # report.html's section with the failed (held-out test) questions
@@ -50,14 +50,24 @@ def closing_lines(manifest: Mapping[str, Any], run_dir: Path, *, report_written:
     rounds = [RoundRecord.from_dict(r) for r in manifest.get("rounds") or []]
     optimizer = manifest.get("optimizer") or {}
     cut = optimizer.get("interrupted")
-    lines = [_blame_line(rounds, bool(cut))]
-    lines += _round_lines(rounds, float((manifest.get("baseline") or {}).get("val_accuracy") or 0.0))
-    if cut:
-        lines.append(_cut_line(RoundRecord.from_dict(cut), str(optimizer.get("stop_reason") or "")))
+    lines = rounds_lines(manifest, cut, str(optimizer.get("stop_reason") or ""))
     lines.append(_val_line(manifest, rounds))
     test = manifest.get("test") or {}
     lines.append(_test_line(test, run_dir))
     lines.append(_look_line(run_dir, bool(rounds or cut), _still_failing(test), report_written))
+    return lines
+
+
+def rounds_lines(run: Mapping[str, Any], cut: Mapping[str, Any] | None, stop_reason: str, *,
+                 max_lines: int | None = MAX_ROUND_LINES) -> list[str]:
+    """What the loop blamed over its rounds, a line a round (`max_lines` None: every round; else rounds past it
+    that accepted nothing share one line) and the round `cut` short by `stop_reason` ("budget" or "time"), from
+    `run`'s `rounds` and `baseline` (a manifest, or a compare.json row's `details`)."""
+    rounds = [RoundRecord.from_dict(r) for r in run.get("rounds") or []]
+    lines = [_blame_line(rounds, bool(cut))]
+    lines += _round_lines(rounds, float((run.get("baseline") or {}).get("val_accuracy") or 0.0), max_lines)
+    if cut:
+        lines.append(_cut_line(RoundRecord.from_dict(cut), stop_reason))
     return lines
 
 
@@ -116,8 +126,8 @@ def _not_fixable(name: str, n: int) -> str:
     return f"{n} at {name} (an op with no prompt)"
 
 
-def _round_lines(rounds: Sequence[RoundRecord], baseline: float) -> list[str]:
-    shown = rounds if len(rounds) <= MAX_ROUND_LINES else [
+def _round_lines(rounds: Sequence[RoundRecord], baseline: float, max_lines: int | None) -> list[str]:
+    shown = rounds if max_lines is None or len(rounds) <= max_lines else [
         r for i, r in enumerate(rounds) if r.accepted or i == len(rounds) - 1]
     left = [r.round for r in rounds if r.round not in {s.round for s in shown}]
     current, before = baseline, {}

@@ -54,6 +54,7 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.estimate import learn_replies
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.reply_cache import ReplyCache
+from memtrace_opt.optimizers.closing import rounds_lines
 from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
 from memtrace_opt.optimizers.comparison.paired import PairedDelta, paired_delta
 from memtrace_opt.optimizers.comparison.plot import plot_accuracy_vs_calls, points_from_rows
@@ -79,6 +80,7 @@ from memtrace_opt.optimizers.evaluation.splits import (
 from memtrace_opt.optimizers.loop.round_robin import RoundRobin
 from memtrace_opt.optimizers.loop.routing import EveryPredictor
 from memtrace_opt.optimizers.loop.settings import LoopSettings
+from memtrace_opt.optimizers.loop.stop import StopReason
 from memtrace_opt.optimizers.loop.teleprompter import METERED_ROLES, MemTraceOptimizer
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import write_json
@@ -172,6 +174,14 @@ class CompareRow:
         cut = " + 1 cut" if self.details.get("interrupted") else ""
         return f"{len(rounds)} ({accepted} accepted){cut}"
 
+    def rounds_story(self) -> list[str]:
+        """What our loop's rounds did, a line each (blame, candidates and their scores, the decision; the round
+        the budget cut): [] for a row that is not ours."""
+        if self.details.get("rounds") is None:
+            return []
+        stop = {"calls": StopReason.BUDGET.value, "time": StopReason.TIME.value}.get(self.stopped_by or "", "")
+        return rounds_lines(self.details, self.details.get("interrupted"), stop, max_lines=None)
+
     def cost_cell(self) -> str:
         """LM calls per conversation and prompt words per answer, the seed's -> the optimized program's."""
         if not self.cost:
@@ -261,6 +271,12 @@ class CompareSummary:
                      "budget (calls), the time budget (time) or the optimizer's own stop (own); cost: the program's "
                      "LM calls per test conversation and prompt words per answer, by a dry run, the unoptimized "
                      "program's -> the optimized one's.")
+        stories = [(row.optimizer, row.rounds_story()) for row in self.rows]
+        if any(story for _, story in stories):
+            lines += ["", "What our loop's rounds did (local: net targets, carried / targets, on the round's local "
+                          "set; valset: the candidate's validation score):"]
+            for name, story in stories:
+                lines += [f"- {name}:", *(f"  - {line}" for line in story)] if story else []
         spanned = [f"{row.optimizer} ({row.earlier_seconds:,.0f} s)" for row in self.rows if row.earlier_seconds]
         if spanned:
             lines.append("")

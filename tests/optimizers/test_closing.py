@@ -106,3 +106,21 @@ def test_a_round_that_changed_settings_says_from_what_to_what():
     lines = closing_lines(manifest([record]), Path("runs/s"), report_written=True)
     first = next(line for line in lines if line.startswith("round 1"))
     assert "settings window_turns 6 -> 4" in first
+
+
+def test_compare_md_tells_every_round_of_our_rows_and_the_round_the_budget_cut():
+    from memtrace_opt.optimizers.comparison.compare import CompareRow, CompareSummary
+
+    rounds = [RoundRecord.from_dict({**rejected_round().to_dict(), "round": n}) for n in range(1, 7)]
+    cut = RoundRecord.from_dict({**rejected_round().to_dict(), "round": 7, "candidates": [], "phase": "proposals"})
+    ours = CompareRow("memtrace", 0.25, 0.25, 400, 0, 9.0, stopped_by_budget=True, stopped_by="calls",
+                      details={"baseline": {"val_accuracy": 0.5}, "rounds": [r.to_dict() for r in rounds],
+                               "interrupted": cut.to_dict()})
+    table = CompareSummary(Path("cmp"), [ours, CompareRow("gepa", 0.25, 0.25, 400, 0, 9.0)], 0.25, 4).markdown("t")
+    story = table.split("What our loop's rounds did")[1].splitlines()
+    assert "- memtrace:" in story and not any("gepa" in line for line in story)
+    told = [line for line in story if line.startswith("  - round ")]
+    # every round gets its line in the table (the closing lines share one for the rounds that accepted nothing)
+    assert len(rounds) > MAX_ROUND_LINES and [line.split(",")[0] for line in told[:6]] == [
+        f"  - round {n}" for n in range(1, 7)]
+    assert told[-1].startswith("  - round 7 cut short while proposing (the LM-call budget;")
