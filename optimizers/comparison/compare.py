@@ -54,7 +54,6 @@ from memtrace_opt.errors import ConfigError
 from memtrace_opt.estimate import learn_replies
 from memtrace_opt.lm.models import Models
 from memtrace_opt.lm.reply_cache import ReplyCache
-from memtrace_opt.optimizers.closing import rounds_lines
 from memtrace_opt.optimizers.comparison.baselines import BASELINES, run_baseline
 from memtrace_opt.optimizers.comparison.paired import PairedDelta, paired_delta
 from memtrace_opt.optimizers.comparison.plot import plot_accuracy_vs_calls, points_from_rows
@@ -81,6 +80,7 @@ from memtrace_opt.optimizers.loop.round_robin import RoundRobin
 from memtrace_opt.optimizers.loop.routing import EveryPredictor
 from memtrace_opt.optimizers.loop.settings import LoopSettings
 from memtrace_opt.optimizers.loop.stop import StopReason
+from memtrace_opt.optimizers.loop.story import rounds_lines
 from memtrace_opt.optimizers.loop.teleprompter import METERED_ROLES, MemTraceOptimizer
 from memtrace_opt.programs import make_program
 from memtrace_opt.rundir import write_json
