@@ -418,7 +418,10 @@ class Engine:
             candidates = steps.propose(request, steps.free_sources(sources))
         for source in steps.paid_sources(sources):
             price = self.prices.source(source, request)
-            if why := allowance.shortfall(price + self.prices.least_scoring(request, len(candidates) + request.slots)):
+            need = price + self.prices.least_scoring(request, len(candidates) + request.slots)
+            if steps.spends(source) == "reflection":  # part of the least a round needs (`least_round`), whatever
+                allowance.reach(need)  # its repairs spent of the share widened to it
+            if why := allowance.shortfall(need):
                 phases.skip(RoundPhase.PROPOSALS, f"{type(source).__name__}: {why}", price)
                 continue
             before = Meter(self.budget)

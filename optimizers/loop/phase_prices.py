@@ -131,7 +131,8 @@ class PhasePrices:
 
     def least_round(self, chosen: str, reserve: Price) -> Price:
         """What a round needs to tell anything: its validation, a first rung of a few candidates and the
-        reflection LM's proposals. A round's share is widened to it (the rounds after get less)."""
+        reflection LM's proposals. A round's share is widened to it (the rounds after get less), and at the
+        proposals again by what the repairs before them spent (`Allowance.reach`)."""
         per = self.pricer.per_call(chosen)
         scoring = Price(3 * RUNG_CALLS, None if per is None else 3 * RUNG_CALLS * per)
         reflect = self.pricer.per_call("reflection") or per

@@ -15,11 +15,14 @@ from optfixtures import EXTRACT, make_models
 from memtrace_opt.lm import ModelRoles, Models
 from memtrace_opt.lm.reply_cache import ReplyCache
 from memtrace_opt.lm.roles import ModelSpec
+from memtrace_opt.lm.usage import UsageTracker
 from memtrace_opt.memory.store import MemoryUnit
 from memtrace_opt.optimizers import LoopSettings, MemTraceOptimizer
+from memtrace_opt.optimizers.core.budget import LMBudget
 from memtrace_opt.optimizers.core.candidate import Candidate
 from memtrace_opt.optimizers.core.decision import Decision, Status
 from memtrace_opt.optimizers.gates.local_objective import LocalScore
+from memtrace_opt.optimizers.loop.allowance import Allowance
 from memtrace_opt.optimizers.loop.choice import RUNG_CALLS, LocalSearch, Validation
 from memtrace_opt.optimizers.loop.pricing import DOWNSTREAM_SHARE, CallStat, Price, Pricer
 from memtrace_opt.programs.mem0 import UpdateDecision
@@ -86,6 +89,32 @@ def test_a_round_short_of_time_reserves_its_validation_and_still_validates(plant
     assert not engine.calls_for("new_instruction") and not engine.calls_for("rules")
     assert phases["validation"].calls > 0 and any(c.val_score is not None for c in first.candidates)
     assert first.accepted  # a repair or bootstrapped demos, which cost no reflection call, still fixed it
+
+
+@pytest.mark.parametrize("rounds", [6, 40])
+def test_the_repairs_before_them_never_starve_the_reflection_lms_proposals(planted, examples, clock, rounds):
+    """A round's share is widened to the least that tells anything (its validation, a first rung, the reflection
+    LM's proposals), but the repairs it confirms first spend from that share: the proposals' own check must not find
+    the rest short. With 40 rounds of a 300-call budget, every round's share is the widened least."""
+    models, engine = ticking_models(clock)
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+        rounds=rounds, candidates=2, minibatch=5, min_val_questions=1, budget=300))
+    opt.compile(planted, trainset=examples, valset=examples)
+    first = opt.result.rounds[0]
+    phases = {p.phase.value: p for p in first.phases}
+    assert phases["repairs"].calls > 0  # the repairs ran first and spent from the round's share
+    assert "ReflectiveSource" not in phases["proposals"].skipped and engine.calls_for("new_instruction")
+    assert any(c.origin == "reflection" for c in first.candidates)
+    assert opt.result.lm_calls <= 300
+
+
+def test_reaching_for_the_least_a_round_needs_stays_inside_the_budget(clock):
+    budget = LMBudget(UsageTracker(), limit=50)
+    allowance = Allowance(budget, calls=10, seconds=None, start_calls=0, reserve=Price(5, 5.0))
+    allowance.reach(Price(20, 20.0))
+    assert allowance.calls == 25 and not allowance.shortfall(Price(20, 20.0))  # the share widened to the need
+    allowance.reach(Price(60, 60.0))
+    assert allowance.shortfall(Price(60, 60.0)) == "50 LM calls left to the round, it needs 65"  # the budget binds
 
 
 class _Trials:
