@@ -5,6 +5,7 @@ measured: the manifest's `phases`). The engine's bookkeeping; no round step sees
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,8 @@ from memtrace_opt.optimizers.loop.records import PhaseCost, RoundPhase
 
 __all__ = ["Allowance", "Meter", "Phases"]
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Allowance:
@@ -28,7 +31,7 @@ class Allowance:
     calls: int | None
     seconds: float | None
     start_calls: int
-    start_time: float = field(default_factory=time.monotonic)
+    start_time: float = field(default_factory=lambda: time.monotonic())  # looked up when made: a test's clock
     reserve: Price = field(default_factory=Price)
 
     def shortfall(self, price: Price, *, reserved: bool = True, share: bool = True) -> str:
@@ -133,6 +136,7 @@ class Phases:
 
     def skip(self, phase: RoundPhase, why: str, estimate: Price | None = None) -> None:
         """`phase` (or a part of it) not run, and why; its estimate is what it would have cost."""
+        log.info("round %d: %s skipped: %s", self.number, phase.value, why)
         self.add(PhaseCost(phase, None if estimate is None else estimate.seconds,
                            None if estimate is None else estimate.calls, skipped=why), ran=False)
 

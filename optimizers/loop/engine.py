@@ -419,9 +419,10 @@ class Engine:
         for source in steps.paid_sources(sources):
             price = self.prices.source(source, request)
             need = price + self.prices.least_scoring(request, len(candidates) + request.slots)
-            if steps.spends(source) == "reflection":  # part of the least a round needs (`least_round`), whatever
-                allowance.reach(need)  # its repairs spent of the share widened to it
-            if why := allowance.shortfall(need):
+            reflection = steps.spends(source) == "reflection"
+            if reflection:  # part of the least a round needs (`least_round`), whatever its repairs spent of the
+                allowance.reach(need)  # share widened to it: only the budget and the clock can refuse it
+            if why := allowance.shortfall(need, share=not reflection):
                 phases.skip(RoundPhase.PROPOSALS, f"{type(source).__name__}: {why}", price)
                 continue
             before = Meter(self.budget)
