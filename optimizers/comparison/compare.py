@@ -90,6 +90,9 @@ __all__ = ["OURS", "ALL_OPTIMIZERS", "ablation", "AnswerShape", "CompareRequest"
 
 log = logging.getLogger(__name__)
 
+# our loop's stop reason -> a row's `stopped_by`: "calls" (the LM-call budget) or "time" (the clock)
+STOPPED_BY = {StopReason.BUDGET.value: "calls", StopReason.TIME.value: "time"}
+
 OURS = ("memtrace", "blame_response", "memtrace_roundrobin", "memtrace_all", "memtrace_norepair", "memtrace_nopatterns",
         "memtrace_nolocal", "memtrace_promptonly")
 # the ablations that differ from `memtrace` in one knob of the loop's settings (the others change the routing)
@@ -179,7 +182,7 @@ class CompareRow:
         the budget cut): [] for a row that is not ours."""
         if self.details.get("rounds") is None:
             return []
-        stop = {"calls": StopReason.BUDGET.value, "time": StopReason.TIME.value}.get(self.stopped_by or "", "")
+        stop = next((reason for reason, by in STOPPED_BY.items() if by == self.stopped_by), "")
         return rounds_lines(self.details, self.details.get("interrupted"), stop, max_lines=None)
 
     def cost_cell(self) -> str:
@@ -271,12 +274,12 @@ class CompareSummary:
                      "budget (calls), the time budget (time) or the optimizer's own stop (own); cost: the program's "
                      "LM calls per test conversation and prompt words per answer, by a dry run, the unoptimized "
                      "program's -> the optimized one's.")
-        stories = [(row.optimizer, row.rounds_story()) for row in self.rows]
-        if any(story for _, story in stories):
+        stories = [(row.optimizer, story) for row in self.rows if (story := row.rounds_story())]
+        if stories:
             lines += ["", "What our loop's rounds did (local: net targets, carried / targets, on the round's local "
                           "set; valset: the candidate's validation score):"]
             for name, story in stories:
-                lines += [f"- {name}:", *(f"  - {line}" for line in story)] if story else []
+                lines += [f"- {name}:", *(f"  - {line}" for line in story)]
         spanned = [f"{row.optimizer} ({row.earlier_seconds:,.0f} s)" for row in self.rows if row.earlier_seconds]
         if spanned:
             lines.append("")
@@ -323,7 +326,7 @@ def _ours(name: str, request: CompareRequest, student: Any, train: list[Any], va
     if "interrupted" in part["optimizer"]:
         details["interrupted"] = part["optimizer"]["interrupted"]
     # "budget" also when it stopped with calls left that could not take another candidate to a validation
-    stopped_by = {"budget": "calls", "time": "time"}.get(result.stop_reason)
+    stopped_by = STOPPED_BY.get(result.stop_reason)
     return program, result.lm_calls, result.tokens, stopped_by, result.calls_to_best, details
 
 

@@ -60,11 +60,8 @@ class Allowance:
         """A share wide enough that work priced `price`, with the reserve held back, fits after what the round has
         spent so far (what it needs to tell anything, where the round's earlier phases spent the share it was
         widened to for it); the budget and the clock still bound it."""
-        need = price + self.reserve
-        if self.calls is not None:
-            self.calls = max(self.calls, self.budget.spent() - self.start_calls + need.calls)
-        if self.seconds is not None and need.seconds is not None:
-            self.seconds = max(self.seconds, time.monotonic() - self.start_time + need.seconds)
+        spent = Price(self.budget.spent() - self.start_calls, time.monotonic() - self.start_time)
+        self.widen(spent + price + self.reserve)
 
     def left(self) -> Price:
         """The round's share left, less the reserve (0 for a dimension with no limit's share: None calls)."""
