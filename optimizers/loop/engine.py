@@ -323,8 +323,9 @@ class Engine:
         if chosen is None:
             return replace(record, outcome="nothing blamed that a prompt or a setting can fix")
         allowance.reserve = self.pricer.validation(chosen)
-        least = self.prices.least_scoring_of(chosen, planned)
-        allowance.widen(self.prices.least_round(chosen, allowance.reserve))
+        checks = self._local_checks(planned)
+        least = self.prices.least_scoring_of(chosen, planned, len(checks))
+        allowance.widen(self.prices.least_round(chosen, planned, allowance.reserve, len(checks)))
         if why := allowance.shortfall(least, share=False):
             raise _NotAfforded(f"round {number} not started: {why} (scoring one candidate for {chosen} and "
                                "validating it)")
@@ -354,7 +355,7 @@ class Engine:
                                 local_set if ctx.local is not None else None, objective)
         candidates = self._proposals(request, planned, allowance, phases) if planned.prompts else []
         candidates += self._settings(request, local_set, allowance, phases)
-        plan = self._record_plan(number, planned, program, minibatch, candidates, evidence, repairs, local_set)
+        plan = self._record_plan(number, planned, program, minibatch, candidates, evidence, repairs, local_set, checks)
         jobs = RoundJobs(ctx, plan, program, state.current_val, minibatch, runner=self.runner, pricer=self.pricer,
                          book=book, allowance=allowance, phases=phases, settings=objective)
         with phases.run(RoundPhase.CANDIDATES):
@@ -460,6 +461,15 @@ class Engine:
         with phases.run(RoundPhase.SETTINGS, trial.times(trials)):
             return steps.settings_candidates(request, source, trials)
 
+    def _local_checks(self, planned: steps.Planned) -> list[LocalCase]:
+        """The local check's calls (`--no-local-objective`: a candidate's first test before the minibatch), their
+        repairs' targets filled in once the round has confirmed them (`_record_plan`)."""
+        ctx, chosen = self.ctx, planned.chosen
+        if ctx.local is not None or not ctx.local_check or not planned.prompts or chosen is None:
+            return []
+        return local_cases(chosen, planned.evaluation, planned.blame, ctx.adapter.memo,
+                           max_cases=ctx.proposal.evidence_cases)
+
     def _book(self, number: int, program: dspy.Module) -> ReplyBook:
         """Where the local objective keeps its replies: the study, where workers share the round; else the run's
         reply cache serves a repeated call and the book is this round's own."""
@@ -470,13 +480,10 @@ class Engine:
 
     def _record_plan(self, number: int, planned: steps.Planned, program: dspy.Module, minibatch: Sequence[CaseRef],
                      candidates: Sequence[Candidate], evidence: Any, repairs: RepairSet,
-                     local_set: LocalSet | None) -> RoundPlan:
+                     local_set: LocalSet | None, checks: Sequence[LocalCase]) -> RoundPlan:
         ctx, chosen = self.ctx, planned.chosen
-        checks: list[LocalCase] = []
-        if ctx.local is None and ctx.local_check and planned.prompts and chosen is not None:
-            checks = local_cases(chosen, planned.evaluation, planned.blame, ctx.adapter.memo,
-                                 max_cases=ctx.proposal.evidence_cases,
-                                 targets={r.case_id: r.added for r in repairs.repairs})
+        added = {r.case_id: tuple(r.added) for r in repairs.repairs}  # what each confirmed repair adds
+        checks = [replace(c, target=added.get(c.case_id, ())) if c.blamed else c for c in checks]
         scoped = ctx.scoped_replay and chosen is not None and steps.writes_memory(program, chosen) \
             if chosen in ctx.predictors else False
         plan = RoundPlan(

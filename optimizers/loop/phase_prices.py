@@ -24,7 +24,9 @@ from memtrace_opt.optimizers.loop.context import RoundContext
 from memtrace_opt.optimizers.loop.pricing import Price, Pricer
 from memtrace_opt.optimizers.sources.base import SourceRequest
 
-__all__ = ["PhasePrices"]
+__all__ = ["LEAST_SCORED", "PhasePrices"]
+
+LEAST_SCORED = 3  # the candidates the least a round needs pays to score (`least_round`)
 
 
 @dataclass
@@ -122,20 +124,30 @@ class PhasePrices:
             per = self.pricer.per_call(self.ctx.predictors[-1] if self.ctx.predictors else "")
         return Price(calls, None if per is None else calls * per)
 
-    def least_scoring_of(self, chosen: str, planned: steps.Planned) -> Price:
+    def least_scoring_of(self, chosen: str, planned: steps.Planned, checks: int = 0) -> Price:
         """Scoring one candidate for `chosen` on the least the round's objective takes: a first rung of the local set,
-        or the minibatch (`--no-local-objective`)."""
+        or (`--no-local-objective`) its `checks` local-check calls and the minibatch."""
         per = self.pricer.per_call(chosen if chosen in self.ctx.predictors else self.ctx.predictors[-1])
-        calls = RUNG_CALLS if self.ctx.local is not None else steps.predictor_ops(planned.evaluation).get(chosen, 0)
+        calls = self._scoring_calls(chosen, planned, checks)
         return Price(calls, None if per is None else calls * per)
 
-    def least_round(self, chosen: str, reserve: Price) -> Price:
-        """What a round needs to tell anything: its validation, a first rung of a few candidates and the
-        reflection LM's proposals. A round's share is widened to it (the rounds after get less), and at the
-        proposals again by what the repairs before them spent (`Allowance.reach`)."""
+    def least_round(self, chosen: str, planned: steps.Planned, reserve: Price, checks: int = 0) -> Price:
+        """What a round needs to tell anything: its validation, `LEAST_SCORED` candidates scored on the least the
+        round's objective takes (a first rung of the local set, or the minibatch) and the reflection LM's
+        proposals. A round's share is widened to it (the rounds after get less), and at the proposals again by
+        what the repairs before them spent (`Allowance.reach`)."""
         per = self.pricer.per_call(chosen)
-        scoring = Price(3 * RUNG_CALLS, None if per is None else 3 * RUNG_CALLS * per)
+        calls = LEAST_SCORED * self._scoring_calls(chosen, planned, checks)
+        scoring = Price(calls, None if per is None else calls * per)
         reflect = self.pricer.per_call("reflection") or per
         proposals = Price(self.ctx.proposal.candidates,
                           None if reflect is None else self.ctx.proposal.candidates * reflect)
         return reserve + scoring + proposals
+
+    def _scoring_calls(self, chosen: str, planned: steps.Planned, checks: int) -> int:
+        """The calls scoring one candidate for `chosen` takes at least: a first rung of the local set, or (without
+        the local objective, `MinibatchFirst`) its `checks` local-check calls and `chosen`'s calls on the minibatch
+        (`RoundJobs.minibatch_price`)."""
+        if self.ctx.local is not None:
+            return RUNG_CALLS
+        return checks + steps.predictor_ops(planned.evaluation).get(chosen, 0)

@@ -24,6 +24,7 @@ from memtrace_opt.optimizers.core.decision import Decision, Status
 from memtrace_opt.optimizers.gates.local_objective import LocalScore
 from memtrace_opt.optimizers.loop.allowance import Allowance
 from memtrace_opt.optimizers.loop.choice import RUNG_CALLS, LocalSearch, Validation
+from memtrace_opt.optimizers.loop.phase_prices import LEAST_SCORED
 from memtrace_opt.optimizers.loop.pricing import DOWNSTREAM_SHARE, CallStat, Price, Pricer
 from memtrace_opt.programs.mem0 import UpdateDecision
 from memtrace_opt.testing import FakeEngine, FakeReply, Skill
@@ -238,3 +239,22 @@ def test_a_validation_after_a_settings_change_prices_every_later_call():
     settings = pricer.validation("b.predict", settings=True)
     assert prompt.calls == 10 + math.ceil(20 * DOWNSTREAM_SHARE)  # a prompt's change: a share of the later calls
     assert settings == Price(30, 60.0)  # its op's settings: what every later call is given changes
+
+
+@pytest.mark.parametrize("limit", ["budget", "time_budget"])
+def test_without_the_local_objective_a_rounds_least_pays_for_a_candidate_on_the_minibatch(planted, examples, clock,
+                                                                                       limit):
+    """`--no-local-objective` scores candidates on the minibatch, which costs more than a first rung of the local
+    set: the least a round needs is priced by the objective it scores on, so a round whose share is that least
+    still scores `LEAST_SCORED` candidates, or all it has (with 40 rounds of 300 calls or seconds, every round's
+    share is the widened least). Priced by the first rung, the minibatch paid for one candidate of four."""
+    models, _ = ticking_models(clock)
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+        rounds=40, candidates=2, minibatch=5, min_val_questions=1, min_val_gain=0.9, patience=2,
+        local_objective=False, **{limit: 300}))
+    opt.compile(planted, trainset=examples, valset=examples)
+    assert len(opt.result.rounds) >= 2
+    for record in opt.result.rounds:
+        scored = [c for c in record.candidates if not c.why.startswith("not scored")]  # scored, or the check said
+        proposed = [c for c in record.candidates if c.origin != "combined"]
+        assert len(scored) >= min(LEAST_SCORED, len(proposed)), [(c.origin, c.why) for c in record.candidates]
