@@ -39,6 +39,7 @@ from memtrace_opt.attribution import Verdict, attribute_cases
 from memtrace_opt.errors import MemtraceError
 from memtrace_opt.optimizers.core.budget import BudgetExhausted, LMBudget
 from memtrace_opt.optimizers.core.candidate import Candidate
+from memtrace_opt.optimizers.core.decision import Status
 from memtrace_opt.optimizers.core.program_io import instructions_digest, instructions_of, settings_of
 from memtrace_opt.optimizers.core.repair import RepairSet
 from memtrace_opt.optimizers.evaluation.blame import Blame, attribute_failures, blame_of, failed_cases
@@ -510,6 +511,8 @@ class Engine:
             candidate = record.candidate(plan.chosen_predictor or "")
             attrs = {"round": number, "candidate": index, "worker": self.runner.worker, **record.to_dict()}
             self.ledger.record(candidate.key(number, parent), attrs, record.val_score)
+            if record.status == Status.NOT_VALIDATED.value:  # said as it happens, beside the skipped phases
+                log.info("round %d: candidate %d (%s) %s", number, index + 1, candidate.origin or "demos", record.why)
 
     @staticmethod
     def _separate_validation(phases: Phases, priced: Price) -> None:

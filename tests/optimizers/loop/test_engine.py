@@ -258,3 +258,15 @@ def test_without_the_local_objective_a_rounds_least_pays_for_a_candidate_on_the_
         scored = [c for c in record.candidates if not c.why.startswith("not scored")]  # scored, or the check said
         proposed = [c for c in record.candidates if c.origin != "combined"]
         assert len(scored) >= min(LEAST_SCORED, len(proposed)), [(c.origin, c.why) for c in record.candidates]
+
+
+def test_a_candidate_left_unscored_is_said_in_the_log_as_the_round_ends(planted, examples, clock, monkeypatch, caplog):
+    monkeypatch.setattr("memtrace_opt.optimizers.loop.phase_prices.LEAST_SCORED", 0)  # the least pays for no scoring
+    models, _ = ticking_models(clock)
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+        rounds=40, candidates=2, minibatch=5, min_val_questions=1, min_val_gain=0.9, patience=2,
+        local_objective=False, budget=300))
+    with caplog.at_level("INFO", logger="memtrace_opt.optimizers.loop.engine"):
+        opt.compile(planted, trainset=examples, valset=examples)
+    unscored = [(r.round, c.why) for r in opt.result.rounds for c in r.candidates if c.status == "not_validated"]
+    assert unscored and all(f"round {n}: candidate" in caplog.text and why in caplog.text for n, why in unscored)
