@@ -130,11 +130,13 @@ def _round_line(record: RoundRecord, current: float) -> str:
     head += f", {record.chosen_predictor}"
     if not record.candidates:
         return f"{head}: no candidate proposed; nothing accepted"
-    if record.local_set:
+    if record.local_set:  # the local objective's, or (`--no-local-objective`) only the repairs' to be confirmed on
         local = record.local_set
         gold = (local.get("excluded") or {}).get(GOLD_ERROR_TARGETS)
         head += (f" (local set: {local.get('calls')} calls, {local.get('targets')} targets, the seed carries "
                  f"{local.get('seed_carried')}{f'; {gold} GoldError targets left out' if gold else ''})")
+    on_minibatch = any(c.minibatch_score is not None or (c.local and not _scored_locally(c)) for c in record.candidates)
+    if record.local_set and not on_minibatch:
         tried = ", ".join(_local_tried(record, c) for c in record.candidates if _scored_locally(c))
         kind = "local objective, net targets"
     else:
@@ -165,7 +167,8 @@ def _tried(record: RoundRecord, candidate: CandidateRecord) -> str:
 
 
 def _scored_locally(candidate: CandidateRecord) -> bool:
-    return candidate.local is not None and "targets" in candidate.local
+    """Scored on the local objective (`LocalScore`: what it carried), not only by the local check (`LocalResult`)."""
+    return candidate.local is not None and "carried" in candidate.local
 
 
 def _local_tried(record: RoundRecord, candidate: CandidateRecord) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from memtrace_opt.optimizers.closing import FAILURES_ANCHOR, MAX_ROUND_LINES, ROUNDS_ANCHOR, closing_lines
 from memtrace_opt.optimizers.loop.records import CandidateRecord, RoundRecord
+from memtrace_opt.optimizers.loop.story import rounds_lines
 
 EXTRACT = "extract_facts.predict"
 ANSWER = "answer.predict"
@@ -124,3 +125,24 @@ def test_compare_md_tells_every_round_of_our_rows_and_the_round_the_budget_cut()
     assert len(rounds) > MAX_ROUND_LINES and [line.split(",")[0] for line in told[:6]] == [
         f"  - round {n}" for n in range(1, 7)]
     assert told[-1].startswith("  - round 7 cut short while proposing (the LM-call budget;")
+
+
+def test_a_round_scored_on_the_minibatch_beside_a_local_set_for_its_repairs_says_so():
+    """Without the local objective a round may still build a local set, only to confirm its repairs on: its
+    candidates were checked and scored on the minibatch, and the line says that, not net targets."""
+    record = RoundRecord(
+        round=1, blame_counts={EXTRACT: 3}, not_fixable={}, chosen_predictor=EXTRACT, previous_instruction="Extract.",
+        candidates=[
+            CandidateRecord("Extract.", 0.5, 0.25, False, REJECTED_WHY, origin="repair", demos=[{"q": "a"}],
+                            local={"blamed": 3, "fixed": 1, "kept": 0, "broken": 0, "lm_calls": 3, "targets": 1}),
+            CandidateRecord("Extract, dated.", None, None, False, "rejected by the local check: 0 of 3",
+                            local={"blamed": 3, "fixed": 0, "kept": 0, "broken": 0, "lm_calls": 3, "targets": 1},
+                            origin="reflection"),
+        ],
+        accepted=False, val_accuracy=0.5, lm_calls=40,
+        local_set={"calls": 17, "targets": 38, "seed_carried": 12},
+    )
+    line = rounds_lines(manifest([record]), None, "plateau")[1]
+    assert f"round 1, {EXTRACT} (local set: 17 calls, 38 targets, the seed carries 12): tried repair 0.500, " \
+           "reflection (local check fixed 0/3) (minibatch)" in line, line
+    assert "net targets" not in line and "None/" not in line
