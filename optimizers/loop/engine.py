@@ -512,7 +512,7 @@ class Engine:
             attrs = {"round": number, "candidate": index, "worker": self.runner.worker, **record.to_dict()}
             self.ledger.record(candidate.key(number, parent), attrs, record.val_score)
             if record.status == Status.NOT_VALIDATED.value:  # said as it happens, beside the skipped phases
-                log.info("round %d: candidate %d (%s) %s", number, index + 1, candidate.origin or "demos", record.why)
+                log.info("round %d: candidate %d (%s) %s", number, index + 1, candidate.origin, record.why)
 
     @staticmethod
     def _separate_validation(phases: Phases, priced: Price) -> None:
