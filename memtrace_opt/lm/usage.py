@@ -57,6 +57,7 @@ class UsageTracker:
         self._lock = threading.Lock()
         self._by_role: dict[str, RoleUsage] = {}
         self._replies: dict[tuple[str, str], tuple[int, int]] = {}  # (role, call shape) -> live calls, reply tokens
+        self._replayed = 0.0  # model seconds of the replies charged again (`replayed_seconds`)
         self.failure_streak = 0  # calls failed in a row, any role (a success or a cache hit resets it)
 
     def record(
@@ -69,10 +70,14 @@ class UsageTracker:
         cached: bool = False,
         failed: bool = False,
         shape: str | None = None,
+        replayed: bool = False,
     ) -> None:
         """One call of `role`; `shape` (`chat_prompt.call_shape`): a live call's kind, whose reply length is kept
-        apart (`take_replies`)."""
+        apart (`take_replies`); `replayed`: a reply an earlier sitting paid for, charged again with the `seconds` it
+        took then (`replayed_seconds`)."""
         with self._lock:
+            if replayed:
+                self._replayed += seconds
             if shape is not None and not cached and not failed and completion_tokens:
                 calls, tokens = self._replies.get((role, shape), (0, 0))
                 self._replies[(role, shape)] = (calls + 1, tokens + completion_tokens)
@@ -95,6 +100,13 @@ class UsageTracker:
             for shape in taken:
                 del self._replies[(role, shape)]
         return taken
+
+    def replayed_seconds(self) -> float:
+        """The model time the replies charged again (`ReplyCache` `carried`) took when an earlier sitting paid for
+        them: what a run's clock adds to the wall clock (`LMBudget.now`), so a resumed run spends its seconds as
+        it would have in one sitting. Never reset: a clock does not go back."""
+        with self._lock:
+            return self._replayed
 
     def snapshot(self) -> dict[str, RoleUsage]:
         with self._lock:
@@ -212,16 +224,17 @@ class RoleLM(dspy.LM):
         reply: CachedReply = kwargs.pop("_reply")
         charged: bool = kwargs.pop("_charged", False)
         outputs = [dict(o) if isinstance(o, dict) else o for o in reply.outputs]
-        if not dspy.settings.disable_history:
+        tokens = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
+        if not dspy.settings.disable_history:  # a charged reply reads as the live call it was (`tracing.hook`)
             self.update_history({
-                "prompt": prompt, "messages": messages, "kwargs": kwargs, "outputs": outputs, "usage": {},
-                "response": _Served({"prompt_tokens": reply.prompt_tokens,
-                                     "completion_tokens": reply.completion_tokens}),
+                "prompt": prompt, "messages": messages, "kwargs": kwargs, "outputs": outputs,
+                "usage": tokens if charged else {}, "response": _Served(tokens),
+                "seconds": reply.seconds if charged else None,
                 "cost": None, "model": self.model, "model_type": self.model_type,
             })
         if charged:
             self.usage.record(self.role, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
-                              seconds=reply.seconds)
+                              seconds=reply.seconds, replayed=True)
         else:
             self.usage.record(self.role, cached=True)
         return outputs

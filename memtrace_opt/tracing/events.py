@@ -138,7 +138,8 @@ class OpEvent(_EventBase):
 class LMCallEvent(_EventBase):
     """One LM call made inside operation `op_call_id` (None if no operation was active). Token counts are the
     provider's (None when it reported none); for a cache hit they are the original call's and `cached` is
-    True."""
+    True. A reply an earlier sitting paid for, charged again as a resumed run replays it (`lm.reply_cache`,
+    `carried`), is the live call it was: its tokens and seconds then, `cached` False."""
 
     call_id: str
     op_call_id: str | None

@@ -229,8 +229,8 @@ class Tracer(BaseCallback):
             call = self._lm.pop(call_id, None)
         if call is None:
             return
-        seconds = time.perf_counter() - call.started
-        prompt_tokens, completion_tokens, cached = _usage(call.lm, outputs)
+        prompt_tokens, completion_tokens, cached, paid = _usage(call.lm, outputs)
+        seconds = time.perf_counter() - call.started if paid is None else paid
         self.sink.emit(
             LMCallEvent(
                 call_id=call_id,
@@ -298,28 +298,32 @@ def _response_text(outputs: Any) -> str | None:
     return str(first)
 
 
-def _usage(lm: Any, outputs: Any) -> tuple[int | None, int | None, bool]:
-    """(prompt tokens, completion tokens, cached) of the LM call that returned `outputs`, from the LM's
-    history entry for it (found by identity; None counts when history is off)."""
+def _usage(lm: Any, outputs: Any) -> tuple[int | None, int | None, bool, float | None]:
+    """(prompt tokens, completion tokens, cached, seconds paid) of the LM call that returned `outputs`, from the
+    LM's history entry for it (found by identity; None counts when history is off). Seconds paid: a reply an
+    earlier sitting paid for, charged again (`lm.usage`), is the live call it was then, with its seconds; else
+    None (measured here)."""
     history = getattr(lm, "history", None)
     if not history or outputs is None:
-        return None, None, False
+        return None, None, False, None
     try:
         entry = next((e for e in reversed(history[-_HISTORY_SCAN:]) if e.get("outputs") is outputs), None)
     except Exception:  # noqa: BLE001 - a concurrent trim of the history list
         entry = None
     if entry is None:
-        return None, None, False
+        return None, None, False, None
     usage = entry.get("usage") or {}
+    paid = entry.get("seconds")
     if usage:
-        return _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")), False
+        return (_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")), False,
+                float(paid) if isinstance(paid, int | float) else None)
     original = getattr(entry.get("response"), "usage", None)  # a cache hit keeps the original usage here
     if original is None:
-        return None, None, False
+        return None, None, False, None
     get = original.get if isinstance(original, dict) else lambda k: getattr(original, k, None)
     prompt = get("input_tokens") if get("input_tokens") is not None else get("prompt_tokens")
     completion = get("output_tokens") if get("output_tokens") is not None else get("completion_tokens")
-    return _int(prompt), _int(completion), True
+    return _int(prompt), _int(completion), True, None
 
 
 def _int(value: Any) -> int | None:

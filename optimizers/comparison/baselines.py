@@ -195,8 +195,7 @@ def run_baseline(
         raise ValueError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
     metric = metric or AnswerMetric()
     roles = (*BASELINE_ROLES, "attributor") if name == "gepa_attributed" else BASELINE_ROLES
-    deadline = None if time_budget is None else time.monotonic() + time_budget
-    limit = LMBudget(models.usage, budget, roles, deadline)
+    limit = LMBudget(models.usage, budget, roles).run_for(time_budget)
     book = ScoreBook(clock=limit.spent)
     context = context.fork(budget=limit, book=book) if context is not None else QAContext(budget=limit, book=book)
     memory = unwrap_memory(program)

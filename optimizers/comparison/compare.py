@@ -42,7 +42,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -150,8 +150,8 @@ class CompareRow:
     estimated_seconds: float | None = None  # what the estimate at the start said `seconds` would be (None: none made)
     settings_changed: dict[str, list[Any]] = field(default_factory=dict)  # setting -> [seed's, optimized]
     cost: dict[str, float] = field(default_factory=dict)  # the program's cost on the held-out conversations, and the seed's
-    earlier_seconds: float = 0.0  # model time earlier sittings spent on a row they did not finish: in `seconds` and
-    # taken off the time limit (the replies they paid for, `ReplyCache.carried_seconds`)
+    earlier_seconds: float = 0.0  # model time earlier sittings spent on a row they did not finish: in `seconds`
+    # (the replies they paid for, `ReplyCache.carried_seconds`; its time limit is charged as they replay)
 
     def changed_label(self) -> str:
         """The table's `changed` cell: each changed predictor, with its demo count where its demos changed, and
@@ -473,10 +473,9 @@ def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val
          context: QAContext, metric: AnswerMetric, tester: CachedEvaluator, test_cases: Any, before: EvalResult,
          out: Path, earlier: float = 0.0) -> CompareRow:
     """One optimizer run from the warm context, tested on the held-out cases against `before`. `earlier`: the
-    model time earlier sittings spent on this row, taken off its time limit."""
+    model time earlier sittings spent on this row, in its seconds (its time limit is charged as the row replays
+    their replies: `LMBudget.now`)."""
     baseline, correct_before = before.accuracy, before.correctness()
-    if request.time_budget is not None and earlier:
-        request = replace(request, time_budget=max(request.time_budget - earlier, 0.0))
     log.info("%s: running %s (budget %d LM calls)", request.system, name, request.budget)
     started = time.perf_counter()
     meter = LMBudget(models.usage, None, METERED_ROLES)

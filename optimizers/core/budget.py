@@ -32,7 +32,7 @@ class BudgetExhausted(BaseException):  # noqa: N818 - a control signal, like Key
 @dataclass
 class LMBudget:
     """`limit` LM calls (None: unlimited) of `roles`, counted on `usage` from the moment of creation, and
-    optionally a wall-clock `deadline` (a `time.monotonic()` value) after which no call is left either.
+    optionally a `deadline` on the run's clock (`now`, `run_for`) after which no call is left either.
     `others` (workers sharing one optimization, `crew.py`): the calls the other workers made meanwhile."""
 
     usage: UsageTracker
@@ -57,6 +57,17 @@ class LMBudget:
             seconds += after.seconds - before.seconds
         return RoleUsage(calls=calls, prompt_tokens=prompt, completion_tokens=completion, seconds=seconds,
                          cache_hits=hits)
+
+    def now(self) -> float:
+        """The run's clock, on `time.monotonic`'s scale: the wall clock plus the model time the replies charged
+        again took when an earlier sitting paid for them (`UsageTracker.replayed_seconds`), so a run resumed
+        across sittings spends its seconds, as its calls, as it would have in one. `deadline` is on it."""
+        return time.monotonic() + self.usage.replayed_seconds()
+
+    def run_for(self, seconds: float | None) -> LMBudget:
+        """This budget, with its deadline `seconds` from now on its clock (None: no deadline)."""
+        self.deadline = None if seconds is None else self.now() + seconds
+        return self
 
     def spent(self) -> int:
         """Metered LM calls that reached the model since the budget was created (by every worker sharing it)."""
@@ -84,7 +95,7 @@ class LMBudget:
         return None if self.limit is None else max(0, self.limit - self.spent())
 
     def out_of_time(self) -> bool:
-        return self.deadline is not None and time.monotonic() >= self.deadline
+        return self.deadline is not None and self.now() >= self.deadline
 
     def exhausted(self) -> bool:
         return (self.limit is not None and self.spent() >= self.limit) or self.out_of_time()

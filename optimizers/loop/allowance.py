@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,8 +30,11 @@ class Allowance:
     calls: int | None
     seconds: float | None
     start_calls: int
-    start_time: float = field(default_factory=lambda: time.monotonic())  # looked up when made: a test's clock
+    start_time: float | None = None  # on the budget's clock (`LMBudget.now`); None: when made
     reserve: Price = field(default_factory=Price)
+
+    def __post_init__(self) -> None:
+        self.started = self.budget.now() if self.start_time is None else self.start_time
 
     def shortfall(self, price: Price, *, reserved: bool = True, share: bool = True) -> str:
         """Why work priced `price` cannot start: past the budget or the clock, or (with `share`) past the round's
@@ -60,7 +62,7 @@ class Allowance:
         """A share wide enough that work priced `price`, with the reserve held back, fits after what the round has
         spent so far (what it needs to tell anything, where the round's earlier phases spent the share it was
         widened to for it); the budget and the clock still bound it."""
-        spent = Price(self.budget.spent() - self.start_calls, time.monotonic() - self.start_time)
+        spent = Price(self.budget.spent() - self.start_calls, self.budget.now() - self.started)
         self.widen(spent + price + self.reserve)
 
     def left(self) -> Price:
@@ -77,20 +79,21 @@ class Allowance:
         return mine if hard is None else min(hard, mine)
 
     def _seconds_left(self, share: bool) -> float | None:
-        hard = None if self.budget.deadline is None else self.budget.deadline - time.monotonic()
+        hard = None if self.budget.deadline is None else self.budget.deadline - self.budget.now()
         if not share or self.seconds is None:
             return hard
-        mine = self.seconds - (time.monotonic() - self.start_time)
+        mine = self.seconds - (self.budget.now() - self.started)
         return mine if hard is None else min(hard, mine)
 
 
 class Meter:
-    """The metered roles' usage over a span: LM calls that reached the model, calls a cache served, tokens."""
+    """The metered roles' usage over a span: LM calls that reached the model, calls a cache served, tokens, and
+    seconds on the budget's clock."""
 
     def __init__(self, budget: LMBudget) -> None:
         self.budget = budget
         self.start = budget.usage.snapshot()
-        self.started = time.perf_counter()
+        self.started = budget.now()
 
     def cost(self, phase: RoundPhase, estimate: Price | None) -> PhaseCost:
         now = self.budget.usage.snapshot()
@@ -102,7 +105,7 @@ class Meter:
                               total.completion_tokens + after.completion_tokens - before.completion_tokens,
                               0.0, total.cache_hits + after.cache_hits - before.cache_hits)
         return PhaseCost(phase, None if estimate is None else estimate.seconds,
-                         None if estimate is None else estimate.calls, time.perf_counter() - self.started,
+                         None if estimate is None else estimate.calls, self.budget.now() - self.started,
                          total.live_calls, total.cache_hits, total.prompt_tokens, total.completion_tokens)
 
 

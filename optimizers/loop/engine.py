@@ -239,7 +239,7 @@ class Engine:
         """The round's share of the calls and seconds left: the rest over the rounds left."""
         rounds_left = max(1, self.settings.rounds - number + 1)
         left = self.budget.left()
-        seconds = None if self.budget.deadline is None else max(0.0, self.budget.deadline - time.monotonic())
+        seconds = None if self.budget.deadline is None else max(0.0, self.budget.deadline - self.budget.now())
         return Allowance(self.budget, None if left is None else math.ceil(left / rounds_left),
                          None if seconds is None else seconds / rounds_left, self.budget.spent())
 
@@ -253,7 +253,7 @@ class Engine:
             return None
         before = state.program
         phases = Phases(self.budget, number)
-        started, calls_before, cached_before = time.perf_counter(), self.budget.spent(), self.budget.cached()
+        started, calls_before, cached_before = self.budget.now(), self.budget.spent(), self.budget.cached()
         self._partial = RoundRecord(number)
         try:
             record = self._steps(state, number, order, phases)
@@ -266,7 +266,7 @@ class Engine:
             log.info("round %d stopped in its %s: %s", number, phases.current.value, spent)
             record = replace(self._partial, cut={"phase": phases.current.value, "why": f"cut short: {spent}"})
         record = replace(record, lm_calls=self.budget.spent() - calls_before, cached_calls=self.budget.cached() - cached_before,
-                         seconds=time.perf_counter() - started, phases=phases.ordered(),
+                         seconds=self.budget.now() - started, phases=phases.ordered(),
                          lm_calls_total=self.calls_total())
         self.checkpoint()
         if record.cut:
@@ -287,7 +287,7 @@ class Engine:
         if not cheapest or self.budget.deadline is None:
             return ""
         least = min(cheapest, key=lambda p: p.seconds or 0.0)
-        left = self.budget.deadline - time.monotonic()
+        left = self.budget.deadline - self.budget.now()
         if least.seconds is not None and least.seconds > left:
             return f"{left:.0f} s left, a validation takes about {least.seconds:.0f} s"
         return ""

@@ -202,9 +202,9 @@ class MemTraceOptimizer(Teleprompter):
         ledger = StudyLedger.open(storage=self.storage, study_name=study_name, heartbeat=self.heartbeat)
         crew = Crew(ledger.study, self.memo) if self.shared and self.storage is not None else None
         prior_calls = int(ledger.get(keys.LM_CALLS_TOTAL, 0))
-        deadline = None if settings.time_budget is None else time.monotonic() + settings.time_budget
         limit = None if settings.budget is None else max(0, settings.budget - prior_calls)
-        budget = LMBudget(usage, limit, METERED_ROLES, deadline, crew.others_spent if crew is not None else None)
+        budget = LMBudget(usage, limit, METERED_ROLES, None,
+                          crew.others_spent if crew is not None else None).run_for(settings.time_budget)
         if crew is not None:
             crew.spend = budget.own
 

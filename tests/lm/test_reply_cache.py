@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import dspy
 
@@ -95,18 +96,45 @@ def test_a_row_resumed_in_a_later_sitting_is_charged_once_for_each_reply_it_had(
 
     resumed = ReplyCache(tmp_path / "warm.sqlite").layered(tmp_path / "row.sqlite", carried=True)
     models = fake_models(resumed)
-    budget = LMBudget(models.usage, 10, ("task",))
+    budget = LMBudget(models.usage, 10, ("task",)).run_for(2.0)
     assert resumed.carried_seconds() == 2.5  # the first sitting's model time on the row
     for _ in range(2):
         ask(models, "Where does Tove row?")
         ask(models, "Where does Tove sail?")
     assert resumed.carried_seconds() == 0
+    assert models.usage.replayed_seconds() == 2.5  # the clock moved as the first sitting's did: 2 s were not enough
+    wall = time.monotonic()
+    assert budget.now() >= wall + 2.5 and budget.out_of_time()
     usage = models.usage.snapshot()["task"]
     assert (budget.spent(), budget.cached()) == (1, 3)  # the row's own reply once more, as a live call; no model
     assert budget.tokens() == paid > 0 and usage.prompt_tokens + usage.completion_tokens == paid  # as it cost then
     fresh = fake_models(ReplyCache(tmp_path / "warm.sqlite").layered(tmp_path / "row.sqlite"))
     ask(fresh, "Where does Tove sail?")
     assert fresh.usage.snapshot()["task"].live_calls == 0  # a layer not carried serves its replies free
+
+
+def test_a_reply_charged_again_is_traced_as_the_live_call_it_was(tmp_path):
+    from memtrace_opt.data.loader import load_sample
+    from memtrace_opt.programs.long_context import LongContextMemory
+
+    conversation = load_sample().conversations[0]
+    first = fake_models(ReplyCache(tmp_path / "row.sqlite"))
+    with dspy.context(lm=first.task):
+        paid = trace_conversation(LongContextMemory(), conversation, list(conversation.questions[:1]))
+    first.reply_cache.close()
+    with sqlite3.connect(tmp_path / "row.sqlite") as db:
+        db.execute("UPDATE replies SET reply = json_set(reply, '$.seconds', 4.0)")
+
+    resumed = fake_models(ReplyCache().layered(tmp_path / "row.sqlite", carried=True))
+    with dspy.context(lm=resumed.task):
+        again = trace_conversation(LongContextMemory(), conversation, list(conversation.questions[:1]))
+        third = trace_conversation(LongContextMemory(), conversation, list(conversation.questions[:1]))
+    before = [e for e in paid.events if isinstance(e, LMCallEvent)]
+    charged = [e for e in again.events if isinstance(e, LMCallEvent)]
+    assert charged and len(charged) == len(before)
+    assert all(not e.cached and e.seconds == 4.0 for e in charged)  # what pricing learns from, as it was then
+    assert [e.prompt_tokens for e in charged] == [e.prompt_tokens for e in before]
+    assert all(e.cached for e in third.events if isinstance(e, LMCallEvent))  # charged once: then a cache hit
 
 
 def test_a_damaged_row_is_a_miss_not_a_crash(tmp_path):

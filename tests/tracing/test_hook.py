@@ -250,9 +250,13 @@ def test_the_tracer_leaves_existing_callbacks_and_the_store_as_they_were(toy_pro
 @pytest.mark.parametrize(
     ("entry", "expected"),
     [
-        ({"usage": {"prompt_tokens": 7, "completion_tokens": 3}, "response": None}, (7, 3, False)),
-        ({"usage": {}, "response": type("R", (), {"usage": {"input_tokens": 5, "output_tokens": 2}})()}, (5, 2, True)),
-        ({"usage": {}, "response": None}, (None, None, False)),
+        ({"usage": {"prompt_tokens": 7, "completion_tokens": 3}, "response": None}, (7, 3, False, None)),
+        ({"usage": {}, "response": type("R", (), {"usage": {"input_tokens": 5, "output_tokens": 2}})()},
+         (5, 2, True, None)),
+        ({"usage": {}, "response": None}, (None, None, False, None)),
+        # a reply an earlier sitting paid for, charged again: the live call it was, with its seconds then
+        ({"usage": {"prompt_tokens": 7, "completion_tokens": 3}, "seconds": 2.5, "response": None},
+         (7, 3, False, 2.5)),
     ],
 )
 def test_usage_comes_from_the_lm_history_entry_of_the_call(entry, expected):
@@ -260,7 +264,7 @@ def test_usage_comes_from_the_lm_history_entry_of_the_call(entry, expected):
     lm = type("LM", (), {})()
     lm.history = [{"outputs": ["other"], "usage": {"prompt_tokens": 99}}, {**entry, "outputs": outputs}]
     assert _usage(lm, outputs) == expected
-    assert _usage(lm, ["not recorded"]) == (None, None, False)
+    assert _usage(lm, ["not recorded"]) == (None, None, False, None)
 
 
 def test_recorded_content_keys_equal_the_ops_own(toy_program, conversation, lm):

@@ -133,6 +133,17 @@ def test_reaching_for_the_least_a_round_needs_stays_inside_the_budget(clock):
     assert allowance.shortfall(Price(60, 60.0)) == "50 LM calls left to the round, it needs 65"  # the budget binds
 
 
+def test_a_round_share_is_spent_by_the_replies_a_resumed_run_charges_again(clock):
+    usage = UsageTracker()
+    budget = LMBudget(usage, limit=50).run_for(100.0)
+    allowance = Allowance(budget, calls=None, seconds=40.0, start_calls=0)
+    assert not allowance.shortfall(Price(1, 30.0))
+    usage.record("task", prompt_tokens=10, completion_tokens=2, seconds=25.0, replayed=True)  # paid in a sitting before
+    assert allowance.shortfall(Price(1, 30.0)) == "15 s left to the round, it needs about 30 s"  # no wall time passed
+    usage.record("task", seconds=80.0, replayed=True)
+    assert budget.out_of_time() and allowance.shortfall(Price(1, 1.0)) == "the time budget is spent"
+
+
 class _Trials:
     """The narrow interface a choice policy sees, scripted: each candidate's net gain on any number of calls."""
 
