@@ -45,8 +45,9 @@ def pairs_of(table: dict[str, Any], name: str) -> list[Pair]:
         for record in rounds:
             for candidate in record.get("candidates") or []:
                 local, val = candidate.get("local") or {}, candidate.get("val_score")
-                if val is None or "fixed" not in local or "targets" not in local:
-                    continue  # not validated, or a local check's counts (`--no-local-objective`), not a local score
+                if val is None or not {"fixed", "lost", "targets"} <= local.keys():
+                    continue  # not validated, or a local check's counts (`--no-local-objective`: blamed, fixed,
+                    # broken, kept, targets), not a local score
                 out.append(Pair(f"{name}:{row['optimizer']}", int(record["round"]), str(candidate.get("origin") or "demos"),
                                 int(local["fixed"]) - int(local["lost"]), int(local.get("calls") or 0),
                                 round(float(val) - current, 6), bool(candidate.get("accepted"))))

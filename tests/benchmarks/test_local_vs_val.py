@@ -10,7 +10,8 @@ from memtrace_opt.benchmarks.local_vs_val import main, pairs_of, ranks, spearman
 
 
 def candidate(fixed: int, lost: int, val: float | None, accepted: bool = False, local: bool = True) -> dict:
-    counts = {"targets": 10, "fixed": fixed, "lost": lost, "calls": 8} if local else {"blamed": 2, "fixed": fixed}
+    counts = ({"targets": 10, "fixed": fixed, "lost": lost, "calls": 8} if local  # a local check's, as a row writes it
+              else {"blamed": 2, "broken": lost, "fixed": fixed, "kept": 0, "lm_calls": 2, "targets": 1})
     return {"instruction": "x", "origin": "reflection", "local": counts, "val_score": val, "accepted": accepted}
 
 
