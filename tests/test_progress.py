@@ -151,6 +151,19 @@ def test_the_meter_counts_calls_since_watched_and_measures_the_eta():
     assert "10 LM calls" in status.line() and "ETA 2:30" in status.line()
 
 
+def test_replies_charged_again_pace_the_eta_at_the_seconds_they_took_when_paid_for():
+    clock, usage = FakeClock(), UsageTracker()
+    meter = progress.Meter(clock)
+    meter.watch(usage)
+    meter.expect(progress.Expected(seconds=1000.0, lm_calls=40))
+    for _ in range(10):  # a resumed run replays an earlier sitting's replies in no time, charged as live calls
+        usage.record("task", prompt_tokens=100, completion_tokens=10, seconds=5.0, replayed=True)
+    clock.now += 10.0
+    status = meter.status()
+    assert status.lm_calls == 10 and status.elapsed == 10.0
+    assert status.eta == pytest.approx(30 * 6.0)  # 60 s of model time for 10 calls, not 10 s: the next 30 at 6 s
+
+
 def test_cache_hits_are_shown_apart_and_never_pace_the_eta():
     clock, usage = FakeClock(), UsageTracker()
     meter = progress.Meter(clock)

@@ -114,7 +114,9 @@ def clock_text(seconds: float) -> str:
 
 
 class UsageSource(Protocol):
-    """What the meter reads: a `memtrace_opt.lm.usage.UsageTracker` (its `snapshot()` of `RoleUsage` by role)."""
+    """What the meter reads: a `memtrace_opt.lm.usage.UsageTracker` (its `snapshot()` of `RoleUsage` by role, and
+    where it has one its `replayed_seconds()`: the model time of replies an earlier sitting paid for, charged again
+    as live calls)."""
 
     def snapshot(self) -> dict[str, Any]: ...
 
@@ -130,10 +132,10 @@ class Meter:
         self.started = clock()
         self._lock = threading.Lock()
         self._sources: list[UsageSource] = []
-        self._base: dict[int, tuple[int, int, int, int]] = {}  # what each tracker held when watched
+        self._base: dict[int, tuple[int, int, int, int, float]] = {}  # what each tracker held when watched
         self._samples: deque[tuple[float, int]] = deque()
         self.expected: Expected | None = None
-        self._expected_at: tuple[float, int] = (self.started, 0)  # the clock and the calls when it was given
+        self._expected_at: tuple[float, int, float] = (self.started, 0, 0.0)  # the clock, calls, replayed s then
 
     def watch(self, source: UsageSource) -> None:
         with self._lock:
@@ -144,7 +146,8 @@ class Meter:
     def expect(self, expected: Expected | None) -> None:
         """The estimate of the work from now on: the ETA measures the time and calls since (a job that runs
         several estimated parts in turn, as a benchmark running one system after another, gives each its own)."""
-        self._expected_at = (self.clock(), self.usage()[0])
+        measured = self._since_watched()
+        self._expected_at = (self.clock(), measured[0], measured[4])
         self.expected = expected
 
     def usage(self) -> tuple[int, int, int]:
@@ -153,20 +156,20 @@ class Meter:
 
     def calls(self) -> tuple[int, int]:
         """(LM calls that reached the model, calls a cache served) since each tracker was watched, read at once."""
-        live, _, _, cached = self._since_watched()
+        live, _, _, cached, _ = self._since_watched()
         return live, cached
 
-    def _since_watched(self) -> tuple[int, int, int, int]:
+    def _since_watched(self) -> tuple[int, int, int, int, float]:
         with self._lock:
             sources = list(self._sources)
             base = [self._base[id(s)] for s in sources]
         now = _totals(sources)
         return (now[0] - sum(b[0] for b in base), now[1] - sum(b[1] for b in base),
-                now[2] - sum(b[2] for b in base), now[3] - sum(b[3] for b in base))
+                now[2] - sum(b[2] for b in base), now[3] - sum(b[3] for b in base), now[4] - sum(b[4] for b in base))
 
     def status(self) -> Status:
         now = self.clock()
-        calls, prompt, completion, cached = self._since_watched()
+        calls, prompt, completion, cached, replayed = self._since_watched()
         tokens = prompt + completion
         with self._lock:
             self._samples.append((now, tokens))
@@ -175,23 +178,26 @@ class Meter:
             first_t, first_tokens = self._samples[0] if now - self.started >= self.WINDOW else (self.started, 0)
         rate = (tokens - first_tokens) / (now - first_t) if now - first_t >= 1.0 and calls else None
         elapsed = now - self.started
-        expected, (expected_t, expected_calls) = self.expected, self._expected_at
+        expected, (expected_t, expected_calls, expected_replayed) = self.expected, self._expected_at
+        # the pace: replies charged again took the model their recorded seconds when paid for, not none now
         return Status(elapsed, calls, prompt, completion, rate,
-                      _eta(expected, calls - expected_calls, now - expected_t),
+                      _eta(expected, calls - expected_calls, now - expected_t + replayed - expected_replayed),
                       expected.seconds if expected is not None else None, cached)
 
 
-def _totals(sources: Sequence[UsageSource]) -> tuple[int, int, int, int]:
-    """(live calls, prompt tokens, completion tokens, cache hits) of the trackers now."""
+def _totals(sources: Sequence[UsageSource]) -> tuple[int, int, int, int, float]:
+    """(live calls, prompt tokens, completion tokens, cache hits, replayed seconds) of the trackers now."""
     calls = prompt = completion = cached = 0
+    replayed = 0.0
     for source in sources:
+        replayed += float(getattr(source, "replayed_seconds", lambda: 0.0)())
         for usage in source.snapshot().values():
             hits = int(getattr(usage, "cache_hits", 0))
             calls += int(getattr(usage, "calls", 0)) - hits
             cached += hits
             prompt += int(getattr(usage, "prompt_tokens", 0))
             completion += int(getattr(usage, "completion_tokens", 0))
-    return calls, prompt, completion, cached
+    return calls, prompt, completion, cached, replayed
 
 
 def _eta(expected: Expected | None, calls: int, elapsed: float) -> float | None:
