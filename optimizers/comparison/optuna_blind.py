@@ -60,18 +60,27 @@ def blind_search(memory: dspy.Module, trainset: list[Any], valset: list[Any], *,
                 trial = study.ask(distributions)
             program = with_settings(memory, trial.params)
             cost = program_cost(program, train)
+            shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in trial.params.items()}
             if cost.over(seed_cost, cost_limit):
                 study.tell(trial, -1.0)
+                log.info("optuna_blind: trial %d %s refused: over %.1fx the seed's cost (%.1f LM calls a "
+                         "conversation, %.0f prompt words an answer; the seed %.1f, %.0f)", trial.number, shown,
+                         cost_limit, cost.calls_per_conversation, cost.prompt_words_per_answer,
+                         seed_cost.calls_per_conversation, seed_cost.prompt_words_per_answer)
                 continue
             accuracy = evaluator.evaluate(program, train).accuracy
             study.tell(trial, accuracy)
+            log.info("optuna_blind: trial %d %s: train %.3f (the best so far, the seed's first: %.3f)", trial.number,
+                     shown, accuracy, best_train)
             if accuracy <= best_train:
                 continue
             best_train = accuracy
             val_accuracy = evaluator.evaluate(program, val).accuracy
-            if rule.on_valset(taken_val, val_accuracy).ok:
+            taken_now = rule.on_valset(taken_val, val_accuracy).ok
+            log.info("optuna_blind: trial %d valset %.3f against %.3f: %s", trial.number, val_accuracy,
+                     taken_val if taken_val is not None else float("nan"), "taken" if taken_now else "not taken")
+            if taken_now:
                 taken, taken_val = program, val_accuracy
-                log.info("optuna_blind: settings %s taken (train %.3f, valset %.3f)", trial.params, accuracy, val_accuracy)
     except BudgetExhausted:
         log.info("optuna_blind: the budget is spent; %d settings tried", len(study.trials))
     return taken

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from optfixtures import make_models
 from toydata import write_locomo
@@ -22,7 +23,7 @@ def limited(engine, capacity: int = 1) -> None:
                               name="facts"), *engine.skills]
 
 
-def test_promptonly_changes_no_setting_and_the_blind_search_reports_its_cost(tmp_path):
+def test_promptonly_changes_no_setting_and_the_blind_search_reports_its_cost(tmp_path, caplog):
     models, engine = make_models()
     limited(engine)
     data = tmp_path / "toy.json"
@@ -31,7 +32,12 @@ def test_promptonly_changes_no_setting_and_the_blind_search_reports_its_cost(tmp
                              test="toy-c", optimizers=("memtrace", "memtrace_promptonly", "optuna_blind"),
                              budget=400, attribution="lineage", program_settings={"window_turns": 4},
                              loop=LoopSettings.of(candidates=1, minibatch=9, rounds=2, repairs=0, min_val_questions=1))
-    rows = {row.optimizer: row for row in compare_optimizers(request, models=models).rows}
+    with caplog.at_level(logging.INFO, logger="memtrace_opt.optimizers.comparison.optuna_blind"):
+        rows = {row.optimizer: row for row in compare_optimizers(request, models=models).rows}
+    trials = [r.getMessage() for r in caplog.records if ": trial " in r.getMessage()]
+    scored = [t for t in trials if ": train " in t or "refused: over" in t]
+    assert scored and all("window_turns" in t for t in scored)  # each trial says what it set and how it did
+    assert all(": train " in t or "refused: over" in t or "valset" in t for t in trials)
     assert all(row.error is None for row in rows.values())
     prompt_only = rows["memtrace_promptonly"]
     assert prompt_only.settings_changed == {}
