@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
@@ -50,6 +50,7 @@ class BaselineRun:
     stopped_by_budget: bool = False
     error: str | None = None
     calls_to_best: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)  # what the optimizer tried, where it says (optuna_blind)
 
 
 @dataclass
@@ -64,6 +65,7 @@ class _Setup:
     seed: int
     context: QAContext
     answer_metric: AnswerMetric | None = None  # the comparison's metric itself (a search scoring programs directly)
+    details: dict[str, Any] = field(default_factory=dict)  # filled by an optimizer that says what it tried
 
 
 def _gepa(setup: _Setup, selector: Any = "round_robin") -> dspy.Module:
@@ -142,7 +144,8 @@ def _optuna_blind(setup: _Setup) -> dspy.Module:
     from memtrace_opt.optimizers.comparison.optuna_blind import blind_search
 
     return blind_search(setup.student.memory, setup.trainset, setup.valset, task_lm=setup.models.task,
-                        memo=setup.context.memo, metric=setup.answer_metric or AnswerMetric(), seed=setup.seed)
+                        memo=setup.context.memo, metric=setup.answer_metric or AnswerMetric(), seed=setup.seed,
+                        trials=setup.details)
 
 
 def _bootstrap(setup: _Setup) -> dspy.Module:
@@ -226,6 +229,6 @@ def run_baseline(
     return BaselineRun(
         name=name, program=optimized, lm_calls=limit.spent(), tokens=limit.tokens(),
         seconds=time.perf_counter() - started, stopped_by_budget=stopped, error=error,
-        calls_to_best=book.calls_to_reach(optimized),
+        calls_to_best=book.calls_to_reach(optimized), details=setup.details,
     )
 

@@ -185,6 +185,26 @@ class CompareRow:
         stop = next((reason for reason, by in STOPPED_BY.items() if by == self.stopped_by), "")
         return rounds_lines(self.details, self.details.get("interrupted"), stop, max_lines=None)
 
+    def trials_story(self) -> list[str]:
+        """What a settings search's trials did (optuna_blind), a line each: [] for a row that kept none."""
+        trials = self.details.get("trials")
+        if not trials:
+            return []
+        seed = self.details.get("seed") or {}
+        lines = [f"the seed: train {seed['train']:.3f}, valset {seed['valset']:.3f}"] if seed else []
+        for trial in trials:
+            settings = ", ".join(f"{k} {v}" for k, v in trial.get("settings", {}).items())
+            if trial.get("refused"):
+                how = f"refused for its cost: {trial['refused']}"
+            elif trial.get("train") is None:
+                how = "cut by the budget before it was scored"
+            else:
+                how = f"train {trial['train']:.3f}"
+                if trial.get("valset") is not None:
+                    how += f", valset {trial['valset']:.3f}, {'taken' if trial.get('taken') else 'not taken'}"
+            lines.append(f"trial {trial.get('trial')} ({settings}): {how}")
+        return lines
+
     def cost_cell(self) -> str:
         """LM calls per conversation and prompt words per answer, the seed's -> the optimized program's."""
         if not self.cost:
@@ -280,6 +300,10 @@ class CompareSummary:
                           "set; valset: the candidate's validation score):"]
             for name, story in stories:
                 lines += [f"- {name}:", *(f"  - {line}" for line in story)]
+        for row in self.rows:
+            if trials := row.trials_story():
+                lines += ["", f"What {row.optimizer}'s trials did (a trial that beats the best train score so far is "
+                              "validated):", *(f"- {line}" for line in trials)]
         spanned = [f"{row.optimizer} ({row.earlier_seconds:,.0f} s)" for row in self.rows if row.earlier_seconds]
         if spanned:
             lines.append("")
@@ -489,8 +513,8 @@ def _row(name: str, request: CompareRequest, student: Any, train: list[Any], val
         else:
             run = run_baseline(name, student, train, val, models=models, budget=request.budget, metric=metric,
                                context=context, seed=request.seed, time_budget=request.time_budget)
-            program, calls, tokens, stopped, error = (run.program, run.lm_calls, run.tokens,
-                                                      run.stopped_by_budget, run.error)
+            program, calls, tokens, stopped, error, details = (run.program, run.lm_calls, run.tokens,
+                                                               run.stopped_by_budget, run.error, run.details)
             to_best = run.calls_to_best
     except Exception as exc:  # noqa: BLE001 - one optimizer's crash is a row, not the end of the table
         log.exception("%s failed", name)

@@ -53,4 +53,9 @@ def test_promptonly_changes_no_setting_and_the_blind_search_reports_its_cost(tmp
     assert {row["optimizer"] for row in table["rows"]} == set(rows)
     markdown = (tmp_path / "cmp" / "compare.md").read_text()
     assert "cost: calls / conv, prompt words / answer" in markdown
+    kept = blind.details["trials"]  # what the blind search tried, in compare.json and told in compare.md
+    assert len(scored) <= len(kept) <= len(scored) + 1 and {"window_turns", "top_k"} <= kept[0]["settings"].keys()
+    assert all(("train" in t) != ("refused" in t) for t in kept[:-1])  # the last may be cut by the budget
+    assert "What optuna_blind's trials did" in markdown and f"- trial {kept[0]['trial']} (" in markdown
+    assert f"the seed: train {blind.details['seed']['train']:.3f}" in markdown
     assert table["metric"] == TOKEN_RULE and f"accuracy by {TOKEN_RULE}" in markdown  # which rule scored it
