@@ -30,11 +30,11 @@ class Allowance:
     calls: int | None
     seconds: float | None
     start_calls: int
-    start_time: float | None = None  # on the budget's clock (`LMBudget.now`); None: when made
     reserve: Price = field(default_factory=Price)
+    started: float = field(init=False)  # when made, on the budget's clock (`LMBudget.now`)
 
     def __post_init__(self) -> None:
-        self.started = self.budget.now() if self.start_time is None else self.start_time
+        self.started = self.budget.now()
 
     def shortfall(self, price: Price, *, reserved: bool = True, share: bool = True) -> str:
         """Why work priced `price` cannot start: past the budget or the clock, or (with `share`) past the round's
