@@ -145,7 +145,7 @@ def _optuna_blind(setup: _Setup) -> dspy.Module:
 
     return blind_search(setup.student.memory, setup.trainset, setup.valset, task_lm=setup.models.task,
                         memo=setup.context.memo, metric=setup.answer_metric or AnswerMetric(), seed=setup.seed,
-                        trials=setup.details)
+                        details=setup.details)
 
 
 def _bootstrap(setup: _Setup) -> dspy.Module:

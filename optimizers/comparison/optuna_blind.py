@@ -6,7 +6,7 @@ A TPE sampler (seeded) proposes a value for every declared setting; a proposal o
 worst score and never run; the others are scored on the training questions (cached replay, the token rule or the
 judge as the comparison scores), and a proposal that beats the best so far on them is validated: it is taken when
 the valset's acceptance rule says it improves on the program taken so far. The search stops at the budget (or the
-clock), with the program taken so far. Each trial is logged, and kept in `trials` when given (compare.json's
+clock), with the program taken so far. Each trial is logged, and kept in `details` when given (compare.json's
 row `details`: what the search tried and how each did).
 """
 
@@ -34,9 +34,9 @@ MAX_TRIALS = 64  # proposals at most, scored or refused for their cost: the budg
 
 def blind_search(memory: dspy.Module, trainset: list[Any], valset: list[Any], *, task_lm: Any, memo: Any,
                  metric: AnswerMetric, seed: int = 0, cost_limit: float = 1.5, acceptance: Any = None,
-                 trials: dict[str, Any] | None = None) -> dspy.Module:
+                 details: dict[str, Any] | None = None) -> dspy.Module:
     """The best settings of `memory` the search found within the budget its guarded `task_lm` carries (module
-    doc); `memory` itself when none beat it on the valset. `trials` (given): filled with the seed's scores
+    doc); `memory` itself when none beat it on the valset. `details` (given): filled with the seed's scores
     (`seed`: train, valset) and one entry a trial (`trials`: its settings, then its train score or why it was
     refused, its valset score where validated and whether it was taken; a trial the budget cut has neither)."""
     import optuna
@@ -55,7 +55,7 @@ def blind_search(memory: dspy.Module, trainset: list[Any], valset: list[Any], *,
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
     distributions = {t.name: t.distribution() for t in declared}
     taken, taken_val, best_train = memory, None, -1.0
-    kept = trials if trials is not None else {}
+    kept = details if details is not None else {}
     tried: list[dict[str, Any]] = kept.setdefault("trials", [])
     try:
         taken_val = evaluator.evaluate(memory, val).accuracy
@@ -75,10 +75,8 @@ def blind_search(memory: dspy.Module, trainset: list[Any], valset: list[Any], *,
                                     f"{cost.prompt_words_per_answer:.0f} prompt words an answer (the seed "
                                     f"{seed_cost.calls_per_conversation:.1f}, {seed_cost.prompt_words_per_answer:.0f})")
                 study.tell(trial, -1.0)
-                log.info("optuna_blind: trial %d %s refused: over %.1fx the seed's cost (%.1f LM calls a "
-                         "conversation, %.0f prompt words an answer; the seed %.1f, %.0f)", trial.number, shown,
-                         cost_limit, cost.calls_per_conversation, cost.prompt_words_per_answer,
-                         seed_cost.calls_per_conversation, seed_cost.prompt_words_per_answer)
+                log.info("optuna_blind: trial %d %s refused: over %.1fx the seed's cost (%s)", trial.number, shown,
+                         cost_limit, entry["refused"])
                 continue
             accuracy = evaluator.evaluate(program, train).accuracy
             entry["train"] = round(accuracy, 4)
