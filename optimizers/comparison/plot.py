@@ -3,7 +3,7 @@
 One point per optimizer with its paired 95% interval as an error bar (the interval of the change against the
 unoptimized program, moved onto the accuracy axis), the unoptimized program's accuracy as a dashed line, the
 accuracy written beside each point. Optimizers that spent the same calls are spread a little apart so their bars
-do not hide each other. Drawn on matplotlib's Agg canvas without pyplot: no display is needed, and the backend
+do not hide each other, and a label that would cover another is raised above it. Drawn on matplotlib's Agg canvas without pyplot: no display is needed, and the backend
 or figures of a notebook that imports this module are left alone.
 """
 
@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.text import Annotation
+    from matplotlib.transforms import Bbox
 
 __all__ = ["PlotPoint", "draw_chart", "plot_accuracy_vs_calls", "points_from_rows"]
 
@@ -77,6 +79,7 @@ def draw_chart(points: Sequence[PlotPoint], baseline: float | None,
     if baseline is not None:
         ax.axhline(baseline, color="0.45", linestyle="--", linewidth=1.2, label=f"unoptimized ({baseline:.3f})")
     x_max = max([p.lm_calls for p in points] + [1.0])
+    labels = []
     for i, (point, x) in enumerate(zip(points, _dodged(points, 0.015 * x_max), strict=True)):
         color = f"C{i % 10}"
         yerr = None
@@ -84,8 +87,8 @@ def draw_chart(points: Sequence[PlotPoint], baseline: float | None,
             yerr = [[max(point.accuracy - point.low, 0.0)], [max(point.high - point.accuracy, 0.0)]]
         ax.errorbar([x], [point.accuracy], yerr=yerr, fmt="o", color=color, capsize=4, markersize=7,
                     label=point.label)
-        ax.annotate(f"{point.accuracy:.3f}", (x, point.accuracy), textcoords="offset points", xytext=(7, 4),
-                    fontsize=8, color=color)
+        labels.append(ax.annotate(f"{point.accuracy:.3f}", (x, point.accuracy), textcoords="offset points",
+                                  xytext=(7, 4), fontsize=8, color=color))
     ax.set_xlabel("LM calls spent (task + reflection + attributor)")
     ax.set_ylabel(f"{measure} (error bar: paired 95% interval)")
     ax.set_title(title)
@@ -95,7 +98,23 @@ def draw_chart(points: Sequence[PlotPoint], baseline: float | None,
     if points or baseline is not None:
         ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
+    _raise_covering(fig, labels)
     return fig
+
+
+def _raise_covering(fig: Figure, labels: Sequence[Annotation]) -> None:
+    """Raise each label that covers one placed before it until it covers none (points with the same accuracy and
+    nearly the same calls would print their figures on top of each other)."""
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    placed: list[Bbox] = []
+    for label in labels:
+        for _ in range(len(placed)):
+            box = label.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+            x, y = label.xyann
+            label.xyann = (x, y + 10)
+        placed.append(label.get_window_extent(renderer))
 
 
 def _dodged(points: Sequence[PlotPoint], step: float) -> list[float]:

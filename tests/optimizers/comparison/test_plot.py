@@ -65,3 +65,16 @@ def test_chart_is_written_as_a_png(tmp_path):
 def test_empty_chart_still_writes(tmp_path):
     path = plot_accuracy_vs_calls([], None, tmp_path / "empty.png")
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_labels_of_points_at_the_same_place_do_not_cover_each_other():
+    points = [PlotPoint("optuna_blind", 400, 0.28), PlotPoint("gepa", 400, 0.28), PlotPoint("mipro", 398, 0.28),
+              PlotPoint("bootstrap", 0, 0.33)]
+    fig = draw_chart(points, 0.28)
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in fig.axes[0].texts]
+    assert len(boxes) == 4
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    offsets = [t.xyann for t in fig.axes[0].texts]
+    assert offsets[0] == (7, 4) and offsets[3] == (7, 4)  # a label nothing covers stays beside its point
+    assert offsets[1][1] > 4 and offsets[2][1] > 4  # the two that would cover the first are raised
