@@ -3,8 +3,9 @@
 One point per optimizer with its paired 95% interval as an error bar (the interval of the change against the
 unoptimized program, moved onto the accuracy axis), the unoptimized program's accuracy as a dashed line, the
 accuracy written beside each point. Optimizers that spent the same calls are spread a little apart so their bars
-do not hide each other, and a label that would cover another is raised above it. Drawn on matplotlib's Agg canvas without pyplot: no display is needed, and the backend
-or figures of a notebook that imports this module are left alone.
+do not hide each other, and a label that would cover another is raised above it. Drawn on matplotlib's Agg canvas
+without pyplot: no display is needed, and the backend or figures of a notebook that imports this module are left
+alone.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from matplotlib.backends.backend_agg import RendererAgg
     from matplotlib.figure import Figure
     from matplotlib.text import Annotation
     from matplotlib.transforms import Bbox
@@ -74,7 +76,7 @@ def draw_chart(points: Sequence[PlotPoint], baseline: float | None,
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7.2, 4.6), dpi=120)
-    FigureCanvasAgg(fig)
+    canvas = FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     if baseline is not None:
         ax.axhline(baseline, color="0.45", linestyle="--", linewidth=1.2, label=f"unoptimized ({baseline:.3f})")
@@ -98,14 +100,13 @@ def draw_chart(points: Sequence[PlotPoint], baseline: float | None,
     if points or baseline is not None:
         ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    _raise_covering(fig, labels)
+    _raise_covering(canvas.get_renderer(), labels)
     return fig
 
 
-def _raise_covering(fig: Figure, labels: Sequence[Annotation]) -> None:
+def _raise_covering(renderer: RendererAgg, labels: Sequence[Annotation]) -> None:
     """Raise each label that covers one placed before it until it covers none (points with the same accuracy and
     nearly the same calls would print their figures on top of each other)."""
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     placed: list[Bbox] = []
     for label in labels:
         for _ in range(len(placed)):
