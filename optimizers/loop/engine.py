@@ -16,8 +16,10 @@ A round, phase by phase (`RoundPhase`; each priced before it starts and measured
    the slice pays for.
 6. candidates and validation: the choice policy (`choice.py`), every piece of work priced before it starts.
 
-A round's share of the calls and seconds left is the rest divided by the rounds left (`--rounds`): a round may go
-over its share only for its reserved validation. A round that cannot afford its validation is not started; one
+A round's share of the calls and seconds left is the rest divided by the rounds that can still run: those the round
+limit leaves (`--rounds`), or the plateau's patience less the rounds since the last accepted change, whichever are
+fewer (a limit of 30 rounds does not starve the four a plateau allows). A round may go over its share only for its
+reserved validation. A round that cannot afford its validation is not started; one
 the clock or the budget cuts anyway is recorded as cut (`RoundRecord.cut`) and not among the rounds. Its replies
 are in the reply cache: a resumed run goes through it again without a live call where nothing changed.
 """
@@ -236,8 +238,9 @@ class Engine:
 
     # one round ----------------------------------------------------------------------------------------------
     def _allowance(self, number: int) -> Allowance:
-        """The round's share of the calls and seconds left: the rest over the rounds left."""
-        rounds_left = max(1, self.settings.rounds - number + 1)
+        """The round's share of the calls and seconds left: the rest over the rounds that can still run (module
+        doc)."""
+        rounds_left = max(1, min(self.settings.rounds - number + 1, self.stop.rounds_before_plateau()))
         left = self.budget.left()
         seconds = None if self.budget.deadline is None else max(0.0, self.budget.deadline - self.budget.now())
         return Allowance(self.budget, None if left is None else math.ceil(left / rounds_left),

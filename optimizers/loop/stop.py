@@ -53,6 +53,11 @@ class StopPolicy:
             return StopReason.BUDGET
         return None
 
+    def rounds_before_plateau(self) -> int:
+        """The rounds that may still run before the plateau stops the loop, the next one included, if none of them
+        is accepted (an accepted change resets the count)."""
+        return max(1, self.patience - self.plateau)
+
     def after(self, record: RoundRecord, budget: LMBudget, cut: bool = False) -> StopReason | None:
         """Whether the loop goes on after `record` (`cut`: the budget ran out among its candidates)."""
         if not record.untested:

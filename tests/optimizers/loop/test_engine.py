@@ -24,6 +24,7 @@ from memtrace_opt.optimizers.core.decision import Decision, Status
 from memtrace_opt.optimizers.gates.local_objective import LocalScore
 from memtrace_opt.optimizers.loop.allowance import Allowance
 from memtrace_opt.optimizers.loop.choice import RUNG_CALLS, LocalSearch, Validation
+from memtrace_opt.optimizers.loop.engine import Engine
 from memtrace_opt.optimizers.loop.phase_prices import LEAST_SCORED
 from memtrace_opt.optimizers.loop.pricing import DOWNSTREAM_SHARE, CallStat, Price, Pricer
 from memtrace_opt.programs.mem0 import UpdateDecision
@@ -100,20 +101,20 @@ class CreepingClock(VirtualClock):
         return self.now
 
 
-@pytest.mark.parametrize(("rounds", "limit"), [(6, "budget"), (40, "budget"), (40, "time_budget")])
+@pytest.mark.parametrize(("rounds", "limit", "amount"), [(6, "budget", 300), (16, "budget", 120), (16, "time_budget", 120)])
 def test_the_repairs_before_them_never_starve_the_reflection_lms_proposals(planted, examples, clock, monkeypatch,
-                                                                          rounds, limit):
+                                                                          rounds, limit, amount):
     """A round's share is widened to the least that tells anything (its validation, a first rung, the reflection
     LM's proposals), but the repairs it confirms first spend from that share: the proposals' own check must not find
-    the rest short, by calls or by seconds (the clock has moved since the share was widened). With 40 rounds of 300
-    calls or seconds, every round's share is the widened least."""
+    the rest short, by calls or by seconds (the clock has moved since the share was widened). With 16 rounds of 120
+    calls or seconds and a patience of 16, every round's share is the widened least."""
     creeping = CreepingClock()
     monkeypatch.setattr("memtrace_opt.optimizers.core.budget.time", creeping)
     monkeypatch.setattr("time.monotonic", creeping.monotonic)  # the engine's, the teleprompter's, the allowance's
     models, engine = ticking_models(creeping)
     opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
-        rounds=rounds, candidates=2, minibatch=5, min_val_questions=1, min_val_gain=0.9, patience=2,
-        **{limit: 300}))
+        rounds=rounds, candidates=2, minibatch=5, min_val_questions=1, min_val_gain=0.9, patience=rounds,
+        **{limit: amount}))
     opt.compile(planted, trainset=examples, valset=examples)
     assert len(opt.result.rounds) >= 2
     for record in opt.result.rounds:  # none accepted (the gain asked for is out of reach): every round proposes
@@ -121,7 +122,34 @@ def test_the_repairs_before_them_never_starve_the_reflection_lms_proposals(plant
         assert phases["repairs"].calls > 0 or record.round > 1  # the repairs ran first and spent from the share
         assert "ReflectiveSource" not in phases["proposals"].skipped
         assert any(c.origin == "reflection" for c in record.candidates)
-    assert engine.calls_for("new_instruction") and opt.result.lm_calls <= 300
+    assert engine.calls_for("new_instruction") and opt.result.lm_calls <= amount
+
+
+@pytest.mark.parametrize("limit", ["budget", "time_budget"])
+def test_a_rounds_share_is_the_rest_over_the_rounds_the_plateau_still_allows(planted, examples, clock, monkeypatch,
+                                                                            limit):
+    """A round limit of 30 does not starve the rounds a patience of 2 allows: the first round's share is half of
+    what is left, the second's (nothing accepted before it) all of it, by calls and by seconds alike."""
+    shares: list[tuple[float, float]] = []  # (the round's share, what was left of the budget or the clock)
+    made = Engine._allowance
+
+    def watched(self, number):
+        allowance = made(self, number)
+        if limit == "budget":
+            shares.append((allowance.calls, self.budget.left()))
+        else:
+            shares.append((allowance.seconds, self.budget.deadline - self.budget.now()))
+        return allowance
+
+    monkeypatch.setattr(Engine, "_allowance", watched)
+    models, _ = ticking_models(clock)
+    opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
+        rounds=30, candidates=2, minibatch=5, min_val_questions=1, min_val_gain=0.9, patience=2, **{limit: 3000}))
+    opt.compile(planted, trainset=examples, valset=examples)
+    assert [r.accepted for r in opt.result.rounds] == [False, False]  # the plateau ended it
+    (first, left_first), (second, left_second) = shares
+    assert first == pytest.approx(math.ceil(left_first / 2) if limit == "budget" else left_first / 2)
+    assert second == pytest.approx(left_second) and left_second < left_first
 
 
 def test_reaching_for_the_least_a_round_needs_stays_inside_the_budget(clock):
@@ -257,12 +285,12 @@ def test_without_the_local_objective_a_rounds_least_pays_for_a_candidate_on_the_
                                                                                        limit):
     """`--no-local-objective` scores candidates on the minibatch, which costs more than a first rung of the local
     set: the least a round needs is priced by the objective it scores on, so a round whose share is that least
-    still scores `LEAST_SCORED` candidates, or all it has (with 40 rounds of 300 calls or seconds, every round's
-    share is the widened least). Priced by the first rung, the minibatch paid for one candidate of four."""
+    still scores `LEAST_SCORED` candidates, or all it has (with 8 rounds of 60 calls or seconds and a patience of 8,
+    every round's share is the widened least). Priced by the first rung, the minibatch paid for one candidate of four."""
     models, _ = ticking_models(clock)
     opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
-        rounds=40, candidates=2, minibatch=5, min_val_questions=1, min_val_gain=0.9, patience=2,
-        local_objective=False, **{limit: 300}))
+        rounds=8, candidates=2, minibatch=5, min_val_questions=1, min_val_gain=0.9, patience=8,
+        local_objective=False, **{limit: 60}))
     opt.compile(planted, trainset=examples, valset=examples)
     assert len(opt.result.rounds) >= 2
     for record in opt.result.rounds:
@@ -275,8 +303,8 @@ def test_a_candidate_left_unscored_is_said_in_the_log_as_the_round_ends(planted,
     monkeypatch.setattr("memtrace_opt.optimizers.loop.phase_prices.LEAST_SCORED", 0)  # the least pays for no scoring
     models, _ = ticking_models(clock)
     opt = MemTraceOptimizer.from_models(models, attribution="lineage", settings=LoopSettings.of(
-        rounds=40, candidates=2, minibatch=5, min_val_questions=1, min_val_gain=0.9, patience=2,
-        local_objective=False, budget=300))
+        rounds=8, candidates=2, minibatch=5, min_val_questions=1, min_val_gain=0.9, patience=8,
+        local_objective=False, budget=60))
     with caplog.at_level("INFO", logger="memtrace_opt.optimizers.loop.engine"):
         opt.compile(planted, trainset=examples, valset=examples)
     unscored = [(r.round, c.why) for r in opt.result.rounds for c in r.candidates if c.status == "not_validated"]

@@ -23,6 +23,16 @@ def test_patience_rounds_without_a_change_stop_it_and_a_change_resets_the_count(
     assert policy.after(record(False), unbounded) is StopReason.PLATEAU
 
 
+def test_the_rounds_before_the_plateau_count_down_and_an_accepted_change_resets_them():
+    policy, unbounded = StopPolicy(patience=3), budget(None)
+    assert policy.rounds_before_plateau() == 3
+    policy.after(record(False), unbounded)
+    policy.after(record(False), unbounded)
+    assert policy.rounds_before_plateau() == 1  # the last round the plateau allows
+    policy.after(record(True), unbounded)
+    assert policy.rounds_before_plateau() == 3
+
+
 def test_a_round_whose_share_scored_no_candidate_or_paid_for_none_is_no_round_of_a_plateau():
     def unscored(why: str = "not scored: 24 LM calls left to the round, it needs 25") -> CandidateRecord:
         return CandidateRecord("Answer better.", None, None, False, why, status="not_validated")
