@@ -19,9 +19,9 @@ A round, phase by phase (`RoundPhase`; each priced before it starts and measured
 A round's share of the calls and seconds left is the rest divided by the rounds that can still run: those the round
 limit leaves (`--rounds`), or the plateau's patience less the rounds since the last accepted change, whichever are
 fewer (a limit of 30 rounds does not starve the four a plateau allows). A round may go over its share only for its
-reserved validation. A round that cannot afford its validation is not started; one
-the clock or the budget cuts anyway is recorded as cut (`RoundRecord.cut`) and not among the rounds. Its replies
-are in the reply cache: a resumed run goes through it again without a live call where nothing changed.
+reserved validation. A round that cannot afford its validation is not started; one the clock or the budget cuts
+anyway is recorded as cut (`RoundRecord.cut`) and not among the rounds. Its replies are in the reply cache: a resumed
+run goes through it again without a live call where nothing changed.
 """
 
 from __future__ import annotations
