@@ -1,7 +1,8 @@
 """Does the local objective predict validation? Every candidate of every memtrace row that was both scored on its
 round's local set and validated: its local net targets (fixed less lost, on the last rung it reached) beside its
 validation change (its valset accuracy less the program's before the round), as a table and a Spearman rank
-correlation (ties ranked by their mean).
+correlation (ties ranked by their mean). A candidate validated again unchanged (a later round of the same program
+proposing the same instruction and demos) is one candidate: it is counted once.
 
     python benchmarks/local_vs_val.py runs/bench-rag/rag runs/bench-mem0/mem0 --out runs/local-vs-val.md
 
@@ -31,26 +32,33 @@ class Pair:
     local_calls: int
     val_change: float
     accepted: bool
+    repeat: bool = False  # the same candidate, on the same program, as one listed before it
 
 
 def pairs_of(table: dict[str, Any], name: str) -> list[Pair]:
     """The candidates of `table`'s memtrace rows scored on the local set and validated."""
     out: list[Pair] = []
     for row in table.get("rows") or []:
+        seen: set[str] = set()
         details = row.get("details") or {}
         rounds = details.get("rounds") or []
         if not str(row.get("optimizer", "")).startswith("memtrace") or not rounds:
             continue
         current = float((details.get("baseline") or {}).get("val_accuracy") or 0.0)
         for record in rounds:
+            keys: set[str] = set()
             for candidate in record.get("candidates") or []:
                 local, val = candidate.get("local") or {}, candidate.get("val_score")
                 if val is None or not {"fixed", "lost", "targets"} <= local.keys():
                     continue  # not validated, or a local check's counts (`--no-local-objective`: blamed, fixed,
                     # broken, kept, targets), not a local score
+                key = json.dumps([record.get("chosen_predictor"), candidate.get("instruction"), candidate.get("demos"),
+                                  current], sort_keys=True)
                 out.append(Pair(f"{name}:{row['optimizer']}", int(record["round"]), str(candidate.get("origin") or "demos"),
                                 int(local["fixed"]) - int(local["lost"]), int(local.get("calls") or 0),
-                                round(float(val) - current, 6), bool(candidate.get("accepted"))))
+                                round(float(val) - current, 6), bool(candidate.get("accepted")), key in seen))
+                keys.add(key)
+            seen |= keys  # a repeat is one validated in an earlier round
             if record.get("accepted"):
                 current = float(record["val_accuracy"])
     return out
@@ -82,7 +90,9 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return None if sx == 0 or sy == 0 else cov / (sx * sy)
 
 
-def report(pairs: Sequence[Pair]) -> str:
+def report(listed: Sequence[Pair]) -> str:
+    pairs = [p for p in listed if not p.repeat]
+    repeats = len(listed) - len(pairs)
     lines = ["| row | round | origin | local net targets (calls) | validation change | accepted |", "|---|---|---|---|---|---|"]
     lines += [f"| {p.source} | {p.round} | {p.origin} | {p.local_gain:+d} ({p.local_calls}) | {p.val_change * 100:+.1f} pts | "
               f"{'yes' if p.accepted else 'no'} |" for p in pairs]
@@ -90,7 +100,8 @@ def report(pairs: Sequence[Pair]) -> str:
     positive = [p for p in pairs if p.local_gain > 0]
     lines += ["", f"{len(pairs)} candidates scored locally and validated; Spearman's rho "
                   f"{'n/a (fewer than three, or one side constant)' if rho is None else f'{rho:+.2f}'}; of the "
-                  f"{len(positive)} that gained locally, {sum(p.val_change > 0 for p in positive)} gained on the valset"]
+                  f"{len(positive)} that gained locally, {sum(p.val_change > 0 for p in positive)} gained on the valset"
+              + (f"; {repeats} validated again unchanged in a later round, counted once" if repeats else "")]
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memtrace_opt.benchmarks.local_vs_val import main, pairs_of, ranks, spearman
+from memtrace_opt.benchmarks.local_vs_val import main, pairs_of, ranks, report, spearman
 
 
 def candidate(fixed: int, lost: int, val: float | None, accepted: bool = False, local: bool = True) -> dict:
@@ -44,3 +44,18 @@ def test_the_script_writes_the_table_and_the_figure(tmp_path, capsys):
     text = (tmp_path / "out.md").read_text()
     assert "3 candidates scored locally and validated; Spearman's rho +0.87" in text
     assert "| cmp:memtrace | 1 | reflection | +3 (8) | +10.0 pts | yes |" in text
+
+
+def test_a_candidate_validated_again_unchanged_is_counted_once():
+    same = dict(candidate(2, 0, 0.3), demos=[{"q": "a"}])
+    other = dict(candidate(2, 0, 0.3), demos=[{"q": "b"}])
+    table = {"rows": [{"optimizer": "memtrace", "details": {"baseline": {"val_accuracy": 0.5}, "rounds": [
+        {"round": 1, "chosen_predictor": "p", "candidates": [same]},
+        {"round": 2, "chosen_predictor": "p", "candidates": [dict(same), other]},  # the same program: a repeat
+        {"round": 3, "chosen_predictor": "q", "candidates": [dict(same)]}]}}]}  # another predictor: not one
+    pairs = pairs_of(table, "cmp")
+    assert [p.repeat for p in pairs] == [False, True, False, False]
+    text = report(pairs)
+    assert "3 candidates scored locally and validated" in text
+    assert "1 validated again unchanged in a later round, counted once" in text
+    assert text.count("| cmp:memtrace |") == 3
