@@ -39,11 +39,11 @@ def pairs_of(table: dict[str, Any], name: str) -> list[Pair]:
     """The candidates of `table`'s memtrace rows scored on the local set and validated."""
     out: list[Pair] = []
     for row in table.get("rows") or []:
-        seen: set[str] = set()
         details = row.get("details") or {}
         rounds = details.get("rounds") or []
         if not str(row.get("optimizer", "")).startswith("memtrace") or not rounds:
             continue
+        seen: set[str] = set()
         current = float((details.get("baseline") or {}).get("val_accuracy") or 0.0)
         for record in rounds:
             keys: set[str] = set()
